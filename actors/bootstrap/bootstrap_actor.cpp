@@ -1,0 +1,56 @@
+#include "actors/bootstrap/bootstrap_actor.hpp"
+
+#include <chrono>
+
+#include "actors/log.hpp"
+#include "messages/bootstrap.hpp"
+#include "messages/failure.hpp"
+
+namespace kvferry {
+
+uint64_t fresh_generation() {
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+}
+
+bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<bootstrap_state> self,
+                                         std::string instance, uint64_t generation) {
+  self->state.dir = directory{std::move(instance), generation};
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto i = self->state.by_actor.find(dm.source);
+    if (i == self->state.by_actor.end())
+      return;
+    log().warn("[bootstrap {}] {} left ({})", self->state.dir.instance(), to_string(i->second),
+               caf::to_string(dm.reason));
+    self->state.dir.remove(i->second.tp, i->second.pp);
+    self->state.by_actor.erase(i);
+  });
+  return {
+    [self](rank_registration& reg) -> caf::result<registration_ack> {
+      auto handle = reg.handle;
+      auto rank = reg.rank;
+      if (auto bad = self->state.dir.add(std::move(reg))) {
+        log().error("[bootstrap {}] refused {}: {}", self->state.dir.instance(), to_string(rank),
+                    *bad);
+        return make_error(errc::invalid_argument, *bad);
+      }
+      rank.instance = self->state.dir.instance();
+      rank.instance_generation = self->state.dir.generation();
+      // A re-registration replaces the old handle of the same (tp, pp).
+      for (auto i = self->state.by_actor.begin(); i != self->state.by_actor.end();) {
+        if (i->second.tp == rank.tp && i->second.pp == rank.pp)
+          i = self->state.by_actor.erase(i);
+        else
+          ++i;
+      }
+      self->state.by_actor.emplace(handle.address(), rank);
+      self->monitor(handle);
+      log().info("[bootstrap {}] {} registered ({} of the instance)", self->state.dir.instance(),
+                 to_string(rank), self->state.dir.size());
+      return registration_ack{self->state.dir.instance(), self->state.dir.generation()};
+    },
+    [self](topology_atom) -> topology { return self->state.dir.snapshot(); },
+  };
+}
+
+}  // namespace kvferry

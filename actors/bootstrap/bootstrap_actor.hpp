@@ -1,0 +1,32 @@
+// The bootstrap actor: the directory of one prefill instance, published on the
+// instance's bootstrap port. It monitors every registered rank and drops a
+// rank that terminates, so a topology never names a dead actor for long.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <caf/actor_addr.hpp>
+
+#include "actors/bootstrap/directory.hpp"
+#include "messages/handles.hpp"
+
+namespace kvferry {
+
+struct bootstrap_state {
+  static inline const char* name = "kvferry.bootstrap";
+
+  directory dir{"", 0};
+  std::map<caf::actor_addr, rank_ref> by_actor;  // registered handles → their rank
+};
+
+/// Spawns with `instance` (the prefill instance's name) and `generation` (its
+/// incarnation; pass a fresh value per start, e.g. from the clock).
+bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<bootstrap_state> self,
+                                         std::string instance, uint64_t generation);
+
+/// A generation for a new instance incarnation: the wall clock in nanoseconds.
+uint64_t fresh_generation();
+
+}  // namespace kvferry

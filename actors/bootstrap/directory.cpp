@@ -1,0 +1,56 @@
+#include "actors/bootstrap/directory.hpp"
+
+namespace kvferry {
+
+std::optional<std::string> directory::add(rank_registration reg) {
+  auto who = "rank tp" + std::to_string(reg.rank.tp) + " pp" + std::to_string(reg.rank.pp);
+  if (reg.tp_size == 0 || reg.pp_size == 0)
+    return who + " registered tp_size " + std::to_string(reg.tp_size) + " pp_size " +
+           std::to_string(reg.pp_size) + ", expected both at least 1";
+  if (reg.rank.tp >= reg.tp_size || reg.rank.pp >= reg.pp_size)
+    return who + " outside tp_size " + std::to_string(reg.tp_size) + " x pp_size " +
+           std::to_string(reg.pp_size);
+  if (auto bad = validate(reg.layout))
+    return who + " layout: " + *bad;
+  if (!ranks_.empty()) {
+    if (reg.tp_size != tp_size_ || reg.pp_size != pp_size_)
+      return who + " registered tp_size " + std::to_string(reg.tp_size) + " x pp_size " +
+             std::to_string(reg.pp_size) + ", the instance has " + std::to_string(tp_size_) +
+             " x " + std::to_string(pp_size_);
+    auto& first = ranks_.begin()->second.layout;
+    if (reg.layout.page_size != first.page_size)
+      return who + " registered page_size " + std::to_string(reg.layout.page_size) +
+             ", the instance's other ranks use " + std::to_string(first.page_size);
+    if (reg.layout.dtype != first.dtype)
+      return who + " registered kv dtype " + to_string(reg.layout.dtype) +
+             ", the instance's other ranks use " + to_string(first.dtype);
+  }
+  tp_size_ = reg.tp_size;
+  pp_size_ = reg.pp_size;
+  reg.rank.side = role::prefill;
+  reg.rank.instance = instance_;
+  reg.rank.instance_generation = generation_;
+  auto key = std::make_pair(reg.rank.pp, reg.rank.tp);
+  ranks_.insert_or_assign(key, std::move(reg));
+  return std::nullopt;
+}
+
+bool directory::remove(uint32_t tp, uint32_t pp) {
+  auto erased = ranks_.erase(std::make_pair(pp, tp)) > 0;
+  if (ranks_.empty())
+    tp_size_ = pp_size_ = 0;
+  return erased;
+}
+
+topology directory::snapshot() const {
+  topology t;
+  t.instance = instance_;
+  t.instance_generation = generation_;
+  t.tp_size = tp_size_;
+  t.pp_size = pp_size_;
+  for (auto& [key, reg] : ranks_)
+    t.ranks.push_back(reg);
+  return t;
+}
+
+}  // namespace kvferry

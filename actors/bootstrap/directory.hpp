@@ -1,0 +1,44 @@
+// The directory of one prefill instance: which rank serves which (tp, pp),
+// checked for consistency as ranks join. Plain logic behind the bootstrap actor.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "messages/bootstrap.hpp"
+
+namespace kvferry {
+
+class directory {
+ public:
+  directory(std::string instance, uint64_t generation)
+    : instance_(std::move(instance)), generation_(generation) {}
+
+  const std::string& instance() const { return instance_; }
+  uint64_t generation() const { return generation_; }
+
+  /// Adds a rank, or replaces the one registered for the same (tp, pp). The
+  /// registration's rank gets this instance's name and generation. Returns the
+  /// problem, naming the values, when it does not fit the ranks before it.
+  std::optional<std::string> add(rank_registration reg);
+
+  /// Removes the rank registered for (tp, pp); false if none.
+  bool remove(uint32_t tp, uint32_t pp);
+
+  /// Who serves the instance now.
+  topology snapshot() const;
+
+  size_t size() const { return ranks_.size(); }
+
+ private:
+  std::string instance_;
+  uint64_t generation_;
+  uint32_t tp_size_ = 0;
+  uint32_t pp_size_ = 0;
+  std::map<std::pair<uint32_t, uint32_t>, rank_registration> ranks_;  // by (pp, tp)
+};
+
+}  // namespace kvferry

@@ -1,0 +1,101 @@
+// The scheduler-facing entry point of one rank. A scheduler process starts one
+// runtime per rank inside its own actor system; the runtime registers the KV
+// pool with the chosen transport and spawns the rank's actors. Rooms are then
+// opened as sender (prefill) or receiver (decode) objects whose poll() never
+// leaves the scheduler's thread.
+//
+//   auto rt = runtime::start(sys, opts);            // once per rank
+//   auto s = (*rt)->make_sender(room);               // prefill, per request
+//   s.init(num_pages, aux_slot); s.send(pages, true);
+//   while (!is_terminal(s.poll())) { ... }           // atomic load
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/facade/kv_pool.hpp"
+#include "actors/facade/receiver.hpp"
+#include "actors/facade/sender.hpp"
+#include "actors/rank/deadlines.hpp"
+#include "messages/bootstrap.hpp"
+#include "messages/handles.hpp"
+#include "messages/ids.hpp"
+#include "messages/layout.hpp"
+#include "transport/transport.hpp"
+
+namespace kvferry {
+
+struct rank_options {
+  role side = role::prefill;
+  std::string instance;  ///< instance name ("prefill-0"); decode ranks name their own
+  uint32_t tp_rank = 0;
+  uint32_t tp_size = 1;
+  uint32_t pp_rank = 0;
+  uint32_t pp_size = 1;
+  kv_pool pool;
+  std::string transport = "tcp";         ///< backend name, see transport/registry.hpp
+  transport::options transport_options;  ///< listen address of the data plane, ...
+  deadlines limits;
+  /// Prefill: the bootstrap this rank registers with.
+  bootstrap_locator bootstrap;
+  /// Stop waits until the rank's actors (and so its transport threads) are
+  /// gone, so the pool's memory may be freed right after. Tests on CAF's
+  /// deterministic scheduler set it to false.
+  bool wait_on_stop = true;
+};
+
+class runtime {
+ public:
+  /// Registers the pool and spawns the rank. Errors name the bad value (an
+  /// inconsistent pool, an unknown transport, a port in use...).
+  static caf::expected<std::unique_ptr<runtime>> start(caf::actor_system& sys, rank_options opts);
+
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  /// Stops the rank (see stop()).
+  ~runtime();
+
+  /// Prefill: opens room `room` on this rank.
+  sender make_sender(uint64_t room);
+
+  /// Decode: opens room `room`, whose KV comes from the prefill instance at `where`.
+  receiver make_receiver(uint64_t room, bootstrap_locator where);
+
+  const rank_ref& rank() const { return rank_; }
+  const kv_layout& layout() const { return layout_; }
+  /// Where peers' transports reach this rank's pool.
+  const std::string& data_endpoint() const { return endpoint_; }
+
+  /// The rank actor, for schedulers that are actors themselves.
+  prefill_rank_actor prefill() const { return prefill_; }
+  decode_rank_actor decode() const { return decode_; }
+
+  /// Terminates the rank's actors; with wait_on_stop, returns once they are
+  /// gone and the transport has stopped touching the pool.
+  void stop();
+
+ private:
+  runtime(caf::actor_system& sys, rank_options opts);
+
+  caf::actor_system& sys_;
+  rank_options opts_;
+  rank_ref rank_;
+  kv_layout layout_;
+  std::string endpoint_;
+  prefill_rank_actor prefill_;
+  decode_rank_actor decode_;
+  transfer_actor transfer_;
+  bool stopped_ = false;
+};
+
+/// Builds a rank's layout from its pool, with the region ids the transport
+/// gave each buffer. Checks the pool (validate()); the error names the field.
+caf::expected<kv_layout> layout_of(const kv_pool& pool, const std::vector<uint32_t>& kv_regions,
+                                   const std::vector<uint32_t>& aux_regions);
+
+}  // namespace kvferry

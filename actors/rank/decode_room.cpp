@@ -1,0 +1,73 @@
+#include "actors/rank/decode_room.hpp"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace kvferry {
+
+decode_room::decode_room(room_key key, room_slot_ptr slot, std::string peer, const rank_ref& self,
+                         const kv_layout& local, const deadlines& limits)
+  : key_(key), slot_(std::move(slot)), peer_(std::move(peer)), self_(self), local_(local),
+    fsm_(limits) {}
+
+std::optional<failure> decode_room::init(std::vector<uint32_t> dst_pages, uint32_t aux_slot) {
+  if (initialized_)
+    return make(errc::invalid_argument, "init called twice for " + to_string(key_));
+  auto cap = local_.page_capacity();
+  std::unordered_set<uint32_t> seen;
+  seen.reserve(dst_pages.size());
+  for (size_t i = 0; i < dst_pages.size(); ++i) {
+    if (dst_pages[i] >= cap)
+      return make(errc::invalid_pages, "destination page " + std::to_string(dst_pages[i]) +
+                                         " at position " + std::to_string(i) +
+                                         " out of range, the decode pool holds " +
+                                         std::to_string(cap) + " pages");
+    if (!seen.insert(dst_pages[i]).second)
+      return make(errc::invalid_pages, "destination page " + std::to_string(dst_pages[i]) +
+                                         " given twice (again at position " + std::to_string(i) +
+                                         "), expected distinct pages");
+  }
+  if (local_.aux_buffers.empty() && aux_slot != no_aux_slot)
+    return make(errc::invalid_argument, "aux_slot " + std::to_string(aux_slot) +
+                                          " given, but this rank has no aux buffers");
+  if (!local_.aux_buffers.empty() && aux_slot >= local_.aux_capacity())
+    return make(errc::invalid_argument,
+                "aux_slot " + (aux_slot == no_aux_slot ? std::string{"none"} : std::to_string(aux_slot)) +
+                  " out of range, the aux buffers hold " + std::to_string(local_.aux_capacity()) +
+                  " rows");
+  dst_pages_ = std::move(dst_pages);
+  aux_slot_ = aux_slot;
+  initialized_ = true;
+  fsm_.touch();
+  return std::nullopt;
+}
+
+void decode_room::set_sources(std::vector<rank_ref> sources) {
+  sources_ = std::move(sources);
+  for (auto& s : sources_)
+    decision_.expect(s);
+  decision_.expect(self_);
+}
+
+std::optional<failure> decode_room::landed(const chunk_landed& msg) {
+  if (std::find(sources_.begin(), sources_.end(), msg.prefill_rank) == sources_.end())
+    return make(errc::invalid_chunk, "chunk " + std::to_string(msg.chunk) + " of " +
+                                       to_string(key_) + " from " + to_string(msg.prefill_rank) +
+                                       ", which is not a source of the room");
+  if (std::find(done_.begin(), done_.end(), msg.prefill_rank) != done_.end())
+    return make(errc::invalid_chunk, "chunk " + std::to_string(msg.chunk) + " of " +
+                                       to_string(key_) + " from " + to_string(msg.prefill_rank) +
+                                       " after its last chunk");
+  bytes_ += msg.bytes;
+  if (msg.last)
+    done_.push_back(msg.prefill_rank);
+  fsm_.advance(kv_poll::transferring);
+  fsm_.touch();
+  return std::nullopt;
+}
+
+bool decode_room::all_sources_done() const {
+  return !sources_.empty() && done_.size() == sources_.size();
+}
+
+}  // namespace kvferry

@@ -1,0 +1,69 @@
+// The prefill rank actor: one per TP rank of a prefill instance. It registers
+// with its instance's bootstrap, accepts decode ranks' registrations, owns the
+// rooms of this rank (their state machines and deadlines), hands chunks to its
+// transfer actor, and reports to each room's decider; it concludes a room only
+// with the decider's verdict (or alone, for a room no decode rank has asked for).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+
+#include "actors/rank/deadlines.hpp"
+#include "actors/rank/prefill_room.hpp"
+#include "messages/bootstrap.hpp"
+#include "messages/handles.hpp"
+#include "messages/layout.hpp"
+#include "messages/room.hpp"
+
+namespace kvferry {
+
+struct prefill_rank_config {
+  rank_ref self;
+  uint32_t tp_size = 1;
+  uint32_t pp_size = 1;
+  kv_layout layout;
+  std::string data_endpoint;
+  deadlines limits;
+  bootstrap_locator bootstrap;  ///< where this rank registers
+  transfer_actor transfer;
+};
+
+struct prefill_rank_state {
+  static inline const char* name = "kvferry.prefill_rank";
+
+  prefill_rank_config cfg;
+  std::map<uint64_t, prefill_room> rooms;  // live rooms by id
+  std::map<uint64_t, decode_rank_actor> deciders;  // room id → its decider, once known
+
+  /// A decode rank's request for a room the scheduler has not opened yet, or a
+  /// verdict for it; kept until the room opens or the request expires.
+  struct pending_entry {
+    room_request request;
+    std::optional<room_verdict> verdict;
+  };
+  std::map<uint64_t, pending_entry> pending;
+
+  /// Outcomes of concluded, cleared rooms, for requests that arrive late.
+  struct tombstone {
+    uint64_t room;
+    room_verdict verdict;
+  };
+  std::deque<tombstone> tombstones;
+
+  /// Decode ranks whose registration was accepted.
+  struct peer {
+    decode_rank_actor handle;
+    kv_layout layout;
+  };
+  std::map<rank_ref, peer> peers;
+
+  bootstrap_actor bootstrap;
+  bool registered = false;
+};
+
+prefill_rank_actor::behavior_type prefill_rank(
+  prefill_rank_actor::stateful_pointer<prefill_rank_state> self, prefill_rank_config cfg);
+
+}  // namespace kvferry

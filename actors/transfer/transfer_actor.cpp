@@ -1,0 +1,230 @@
+#include "actors/transfer/transfer_actor.hpp"
+
+#include <exception>
+
+#include <caf/actor_cast.hpp>
+#include <caf/send.hpp>
+#include <caf/weak_intrusive_ptr.hpp>
+
+#include "actors/log.hpp"
+#include "actors/transfer/planner.hpp"
+#include "actors/transfer/to_failure.hpp"
+#include "messages/room.hpp"
+
+namespace kvferry {
+
+namespace {
+
+using self_ptr = transfer_actor::stateful_pointer<transfer_state>;
+
+/// Sends the result of a finished job and forgets it.
+void finish(self_ptr self, uint64_t id) {
+  auto i = self->state.jobs.find(id);
+  if (i == self->state.jobs.end())
+    return;
+  auto& j = i->second;
+  chunk_result r;
+  r.key = j.meta.key;
+  r.peer = j.meta.peer;
+  r.chunk = j.meta.chunk;
+  r.last = j.meta.last;
+  r.pages = static_cast<uint32_t>(j.meta.src_pages.size());
+  r.bytes = j.bytes;
+  r.writes = j.writes;
+  r.why = j.why;
+  if (r.why)
+    log().warn("[{}] {}: chunk {} to {} failed: {}", to_string(self->state.self), to_string(r.key),
+               r.chunk, to_string(j.meta.peer), to_string(r.why));
+  self->send(j.reply_to, std::move(r));
+  self->state.jobs.erase(i);
+}
+
+void fail_job(transfer_state::job& j, failure why) {
+  if (!j.why)
+    j.why = std::move(why);
+}
+
+/// Posts one batch of a job. Returns false (and records the failure) if the
+/// transport refused it.
+bool post(self_ptr self, uint64_t id, write_plan plan, bool is_aux) {
+  auto& st = self->state;
+  auto& j = st.jobs.at(id);
+  auto& peer = st.peers.at(j.meta.peer);
+  auto cookie = st.next_id++;
+  j.bytes += plan.bytes;
+  j.writes += static_cast<uint32_t>(plan.ops.size());
+  ++j.pending;
+  st.batches.emplace(cookie, std::make_pair(id, is_aux));
+  if (!is_aux)
+    ++st.kv_in_flight[{j.meta.key, j.meta.peer}];
+  auto rc = st.net->post(peer.id, transport::write_batch{cookie, std::move(plan.ops)});
+  if (rc.ok())
+    return true;
+  // Not posted: no completion will come for it.
+  st.batches.erase(cookie);
+  --j.pending;
+  if (!is_aux && --st.kv_in_flight[{j.meta.key, j.meta.peer}] == 0)
+    st.kv_in_flight.erase({j.meta.key, j.meta.peer});
+  fail_job(j, to_failure(rc, st.net->name(), j.meta.peer, st.self));
+  return false;
+}
+
+/// Posts the aux row of a last chunk, after all KV of its room landed.
+void post_aux(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  auto& j = st.jobs.at(id);
+  j.aux_waiting = false;
+  write_plan plan;
+  auto rc = plan_aux(plan, st.pool.layout, st.peers.at(j.meta.peer).layout, j.meta.src_aux,
+                     j.meta.dst_aux);
+  if (!rc.ok())
+    fail_job(j, failure{errc::invalid_argument, rc.message(), st.self});
+  else
+    post(self, id, std::move(plan), true);
+}
+
+void on_job(self_ptr self, chunk_job& job) {
+  auto& st = self->state;
+  auto id = st.next_id++;
+  auto& j = st.jobs[id];
+  j.meta = std::move(job);
+  j.reply_to = caf::actor_cast<prefill_rank_actor>(self->current_sender());
+  auto peer = st.peers.find(j.meta.peer);
+  if (peer == st.peers.end()) {
+    auto why = st.unreachable.count(j.meta.peer) ? st.unreachable[j.meta.peer]
+                                                  : std::string{"never registered"};
+    fail_job(j, failure{errc::connect_failed,
+                        "no data-plane connection to " + to_string(j.meta.peer) + ": " + why,
+                        st.self});
+    finish(self, id);
+    return;
+  }
+  auto plan = plan_kv(st.pool.layout, peer->second.layout, j.meta.src_pages, j.meta.dst_pages,
+                      st.caps.max_write_bytes);
+  if (!plan.ok()) {
+    fail_job(j, failure{errc::invalid_pages, plan.error().message(), st.self});
+    finish(self, id);
+    return;
+  }
+  bool with_aux = j.meta.last && j.meta.src_aux != no_aux_slot && !st.pool.layout.aux_buffers.empty();
+  if (with_aux) {
+    // The stamp lets decode check that the row it commits is this room's.
+    write_stamp(st.pool, j.meta.src_aux, j.meta.key);
+    if (st.caps.ordered_writes) {
+      // Ops land in order on this backend: the aux row rides last in the batch.
+      if (auto rc = plan_aux(*plan, st.pool.layout, peer->second.layout, j.meta.src_aux,
+                             j.meta.dst_aux);
+          !rc.ok()) {
+        fail_job(j, failure{errc::invalid_argument, rc.message(), st.self});
+        finish(self, id);
+        return;
+      }
+    } else {
+      j.aux_waiting = true;
+    }
+  }
+  if (!plan->ops.empty())
+    post(self, id, std::move(plan).value(), false);
+  if (j.aux_waiting && !j.why && st.kv_in_flight.count({j.meta.key, j.meta.peer}) == 0)
+    post_aux(self, id);
+  if (j.pending == 0 && !j.aux_waiting)
+    finish(self, id);
+}
+
+void on_done(self_ptr self, batch_done& done) {
+  auto& st = self->state;
+  auto b = st.batches.find(done.cookie);
+  if (b == st.batches.end())
+    return;
+  auto [id, is_aux] = b->second;
+  st.batches.erase(b);
+  auto& j = st.jobs.at(id);
+  --j.pending;
+  auto code = static_cast<transport::code>(done.code);
+  if (code != transport::code::ok)
+    fail_job(j, to_failure(transport::status::from(code, done.message), st.net->name(), j.meta.peer,
+                           st.self));
+  if (!is_aux) {
+    auto k = std::make_pair(j.meta.key, j.meta.peer);
+    if (--st.kv_in_flight[k] == 0) {
+      st.kv_in_flight.erase(k);
+      // A last chunk of this room waiting for its KV to land may post aux now.
+      for (auto& [other_id, other] : st.jobs)
+        if (other.aux_waiting && other.meta.key == j.meta.key && other.meta.peer == j.meta.peer) {
+          if (other.why)
+            other.aux_waiting = false;
+          else
+            post_aux(self, other_id);
+          if (other.pending == 0 && !other.aux_waiting) {
+            finish(self, other_id);
+            break;
+          }
+        }
+    }
+  }
+  if (st.jobs.count(id) && st.jobs.at(id).pending == 0 && !st.jobs.at(id).aux_waiting)
+    finish(self, id);
+}
+
+}  // namespace
+
+transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer_state> self,
+                                       rank_ref rank, local_pool pool,
+                                       std::shared_ptr<transport::transport> net) {
+  auto& st = self->state;
+  st.self = std::move(rank);
+  st.pool = std::move(pool);
+  st.net = std::move(net);
+  st.caps = st.net->capabilities();
+  // Completions arrive on the transport's threads; they become messages. The
+  // handler holds the actor weakly: the transport lives inside this actor.
+  caf::weak_actor_ptr weak = self->ctrl();
+  st.net->set_completion_handler([weak](transport::completion c) {
+    if (auto strong = weak.lock())
+      caf::anon_send(caf::actor_cast<transfer_actor>(strong),
+                     batch_done{c.cookie, static_cast<uint8_t>(c.result.error_code()),
+                                c.result.message()});
+  });
+  return {
+    [self](peer_connect& pc) {
+      auto& st = self->state;
+      auto id = st.net->connect(pc.endpoint);
+      if (!id.ok()) {
+        log().error("[{}] cannot connect the data plane to {} at {}: {}", to_string(st.self),
+                    to_string(pc.peer), pc.endpoint, id.error().to_string());
+        st.unreachable[pc.peer] = id.error().to_string();
+        st.peers.erase(pc.peer);
+        return;
+      }
+      st.unreachable.erase(pc.peer);
+      st.peers.insert_or_assign(pc.peer, transfer_state::peer{*id, std::move(pc.layout)});
+    },
+    [self](chunk_job& job) {
+      auto key = job.key;
+      auto peer = job.peer;
+      auto chunk = job.chunk;
+      try {
+        on_job(self, job);
+      } catch (const std::exception& e) {
+        // Never let one room's error take the actor down: fail that room.
+        chunk_result r;
+        r.key = key;
+        r.peer = peer;
+        r.chunk = chunk;
+        r.why = failure{errc::internal, std::string{"exception in the transfer actor: "} + e.what(),
+                        self->state.self};
+        self->send(caf::actor_cast<prefill_rank_actor>(self->current_sender()), std::move(r));
+      }
+    },
+    [self](batch_done& done) {
+      try {
+        on_done(self, done);
+      } catch (const std::exception& e) {
+        log().error("[{}] exception on completion of batch {}: {}", to_string(self->state.self),
+                    done.cookie, e.what());
+      }
+    },
+  };
+}
+
+}  // namespace kvferry

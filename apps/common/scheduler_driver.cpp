@@ -1,0 +1,280 @@
+#include "apps/common/scheduler_driver.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "apps/common/kv_pattern.hpp"
+
+namespace kvferry::apps {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// Free pages of a pool, handed out in random order.
+class page_allocator {
+ public:
+  page_allocator(uint32_t pages, uint64_t seed) : rng_(seed) {
+    free_.resize(pages);
+    for (uint32_t i = 0; i < pages; ++i)
+      free_[i] = i;
+  }
+
+  std::optional<std::vector<uint32_t>> take(uint32_t n) {
+    if (n > free_.size())
+      return std::nullopt;
+    std::vector<uint32_t> out;
+    out.reserve(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      std::uniform_int_distribution<size_t> pick(0, free_.size() - 1);
+      auto k = pick(rng_);
+      out.push_back(free_[k]);
+      free_[k] = free_.back();
+      free_.pop_back();
+    }
+    return out;
+  }
+
+  void give_back(const std::vector<uint32_t>& pages) {
+    free_.insert(free_.end(), pages.begin(), pages.end());
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  std::vector<uint32_t> free_;
+};
+
+/// Free aux rows, first in first out.
+class row_allocator {
+ public:
+  explicit row_allocator(uint32_t rows) {
+    for (uint32_t i = 0; i < rows; ++i)
+      free_.push_back(i);
+  }
+  std::optional<uint32_t> take() {
+    if (free_.empty())
+      return std::nullopt;
+    auto r = free_.front();
+    free_.pop_front();
+    return r;
+  }
+  void give_back(uint32_t r) { free_.push_back(r); }
+
+ private:
+  std::deque<uint32_t> free_;
+};
+
+void note_state(run_report& r, std::vector<bool>& seen, kv_poll s) {
+  auto i = static_cast<size_t>(s);
+  if (!seen[i]) {
+    seen[i] = true;
+    ++r.states_seen[to_string(s)];
+  }
+}
+
+void note_failure(run_report& r, const std::optional<transfer_error>& e) {
+  ++r.failed;
+  if (!e)
+    return;
+  ++r.failures[to_string(e->why.code)];
+  if (r.first_errors.size() < 5)
+    r.first_errors.push_back(e->what());
+}
+
+void idle_wait(bool progressed) {
+  if (!progressed)
+    std::this_thread::sleep_for(std::chrono::microseconds{20});
+}
+
+}  // namespace
+
+uint32_t workload::tokens_of(uint64_t room) const {
+  std::mt19937_64 rng(seed ^ (room * 0x9e3779b97f4a7c15ull));
+  std::uniform_int_distribution<uint32_t> d(min_tokens, std::max(min_tokens, max_tokens));
+  return d(rng);
+}
+
+uint32_t workload::pages_of(uint64_t room, uint32_t page_size) const {
+  return (tokens_of(room) + page_size - 1) / page_size;
+}
+
+std::string run_report::to_text(const std::string& side) const {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(3);
+  os << side << ": " << rooms << " requests, " << success << " Success, " << failed << " Failed";
+  if (verified + corrupted > 0)
+    os << ", " << verified << " verified byte for byte, " << corrupted << " corrupted";
+  os << "\n" << side << ": " << bytes << " bytes in " << seconds << " s = " << gbps() << " GB/s";
+  if (!latencies_us.empty()) {
+    auto l = latencies_us;
+    std::sort(l.begin(), l.end());
+    os << ", room latency p50 " << l[l.size() / 2] / 1000.0 << " ms p99 "
+       << l[std::min(l.size() - 1, l.size() * 99 / 100)] / 1000.0 << " ms";
+  }
+  os << "\n" << side << ": states reached:";
+  for (auto s : {kv_poll::bootstrapping, kv_poll::waiting_for_input, kv_poll::transferring,
+                 kv_poll::success, kv_poll::failed}) {
+    auto i = states_seen.find(to_string(s));
+    os << " " << to_string(s) << "=" << (i == states_seen.end() ? 0 : i->second);
+  }
+  for (auto& [code, n] : failures)
+    os << "\n" << side << ": failed with " << code << ": " << n;
+  for (auto& e : first_errors)
+    os << "\n" << side << ":   " << e;
+  return os.str();
+}
+
+run_report drive_prefill(runtime& rt, const host_pool& pool, const workload& w) {
+  struct live {
+    sender s;
+    uint64_t room;
+    std::vector<uint32_t> pages;
+    uint32_t aux;
+    std::vector<bool> seen;
+    clock_type::time_point opened;
+  };
+  run_report r;
+  r.rooms = w.rooms;
+  page_allocator pages(pool.pages(), w.seed * 31 + 1);
+  row_allocator rows(std::max(1u, pool.aux_rows()));
+  std::vector<live> in_flight;
+  uint32_t next = 0;
+  auto start = clock_type::now();
+  while (next < w.rooms || !in_flight.empty()) {
+    bool progressed = false;
+    while (next < w.rooms && in_flight.size() < w.concurrency) {
+      auto room = w.room_id(next);
+      auto n = w.pages_of(room, pool.page_size());
+      auto got = pages.take(n);
+      auto row = rows.take();
+      if (!got || !row) {
+        if (got)
+          pages.give_back(*got);
+        break;  // pool full: wait for a room to conclude
+      }
+      // The "forward pass": this room's KV lands in its pages.
+      for (uint32_t b = 0; b < pool.buffers(); ++b)
+        for (uint32_t j = 0; j < n; ++j)
+          fill_pattern(pool.page(b, (*got)[j]), pool.item_len(), w.seed, room, j, b);
+      if (pool.aux_rows() > 0)
+        fill_aux(pool.aux_row(*row), pool.aux_row_bytes(), w.seed, room);
+      live l{rt.make_sender(room), room, std::move(*got), *row, std::vector<bool>(5), clock_type::now()};
+      l.s.init(n, pool.aux_rows() > 0 ? std::optional<uint32_t>{*row} : std::nullopt);
+      auto step = w.chunk_pages == 0 ? std::max<uint32_t>(n, 1) : w.chunk_pages;
+      for (uint32_t off = 0; off < n || (n == 0 && off == 0); off += step) {
+        auto end = std::min(n, off + step);
+        std::vector<uint32_t> chunk(l.pages.begin() + off, l.pages.begin() + end);
+        l.s.send(std::move(chunk), end == n);
+        if (n == 0)
+          break;
+      }
+      in_flight.push_back(std::move(l));
+      ++next;
+      progressed = true;
+    }
+    for (auto i = in_flight.begin(); i != in_flight.end();) {
+      auto s = i->s.poll();
+      note_state(r, i->seen, s);
+      if (!is_terminal(s)) {
+        ++i;
+        continue;
+      }
+      progressed = true;
+      r.latencies_us.push_back(
+        std::chrono::duration<double, std::micro>(clock_type::now() - i->opened).count());
+      if (s == kv_poll::success) {
+        ++r.success;
+        r.bytes += uint64_t{i->pages.size()} * pool.page_bytes() + pool.aux_row_bytes();
+      } else {
+        note_failure(r, i->s.failure());
+      }
+      pages.give_back(i->pages);
+      rows.give_back(i->aux);
+      i->s.clear();
+      i = in_flight.erase(i);
+    }
+    idle_wait(progressed);
+  }
+  r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  return r;
+}
+
+run_report drive_decode(runtime& rt, const host_pool& pool, const workload& w,
+                        const bootstrap_locator& where) {
+  struct live {
+    receiver rcv;
+    uint64_t room;
+    std::vector<uint32_t> pages;
+    uint32_t aux;
+    std::vector<bool> seen;
+    clock_type::time_point opened;
+  };
+  run_report r;
+  r.rooms = w.rooms;
+  page_allocator pages(pool.pages(), w.seed * 37 + 5);
+  row_allocator rows(std::max(1u, pool.aux_rows()));
+  std::vector<live> in_flight;
+  uint32_t next = 0;
+  auto start = clock_type::now();
+  while (next < w.rooms || !in_flight.empty()) {
+    bool progressed = false;
+    while (next < w.rooms && in_flight.size() < w.concurrency) {
+      auto room = w.room_id(next);
+      auto n = w.pages_of(room, pool.page_size());
+      auto got = pages.take(n);
+      auto row = rows.take();
+      if (!got || !row) {
+        if (got)
+          pages.give_back(*got);
+        break;
+      }
+      live l{rt.make_receiver(room, where), room, std::move(*got), *row, std::vector<bool>(5),
+             clock_type::now()};
+      l.rcv.init(l.pages, pool.aux_rows() > 0 ? std::optional<uint32_t>{*row} : std::nullopt);
+      in_flight.push_back(std::move(l));
+      ++next;
+      progressed = true;
+    }
+    for (auto i = in_flight.begin(); i != in_flight.end();) {
+      auto s = i->rcv.poll();
+      note_state(r, i->seen, s);
+      if (!is_terminal(s)) {
+        ++i;
+        continue;
+      }
+      progressed = true;
+      r.latencies_us.push_back(
+        std::chrono::duration<double, std::micro>(clock_type::now() - i->opened).count());
+      if (s == kv_poll::success) {
+        ++r.success;
+        r.bytes += uint64_t{i->pages.size()} * pool.page_bytes() + pool.aux_row_bytes();
+        bool good = true;
+        for (uint32_t b = 0; b < pool.buffers() && good; ++b)
+          for (uint32_t j = 0; j < i->pages.size() && good; ++j)
+            good = check_pattern(pool.page(b, i->pages[j]), pool.item_len(), w.seed, i->room, j, b);
+        if (good && pool.aux_rows() > 0)
+          good = check_aux(pool.aux_row(i->aux), pool.aux_row_bytes(), w.seed, i->room);
+        ++(good ? r.verified : r.corrupted);
+        if (!good && r.first_errors.size() < 5)
+          r.first_errors.push_back("room " + std::to_string(i->room) +
+                                   ": Success but its bytes differ from the prefill pattern");
+      } else {
+        note_failure(r, i->rcv.failure());
+      }
+      pages.give_back(i->pages);
+      rows.give_back(i->aux);
+      i->rcv.clear();
+      i = in_flight.erase(i);
+    }
+    idle_wait(progressed);
+  }
+  r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  return r;
+}
+
+}  // namespace kvferry::apps

@@ -1,0 +1,77 @@
+// Messages of the bootstrap: prefill ranks register, decode ranks look the
+// topology up. No KV passes through it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "messages/handles.hpp"
+#include "messages/ids.hpp"
+#include "messages/layout.hpp"
+
+namespace kvferry {
+
+/// Where a decode rank finds the bootstrap of a prefill instance: a handle in
+/// the same process (tests, embedded demo), or host:port through CAF's
+/// middleman.
+struct bootstrap_locator {
+  bootstrap_actor handle;  ///< set: use it directly; unset: connect to host:port
+  std::string host;
+  uint16_t port = 0;
+
+  /// A stable name for the instance behind it: "127.0.0.1:8998" or "local:<actor id>".
+  std::string key() const;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, bootstrap_locator& x) {
+  return f(caf::meta::type_name("kvferry.bootstrap_locator"), x.handle, x.host, x.port);
+}
+
+/// A prefill rank joins its instance's directory.
+struct rank_registration {
+  rank_ref rank;
+  prefill_rank_actor handle;
+  std::string data_endpoint;  ///< where its transport connects from (informative)
+  kv_layout layout;
+  uint32_t tp_size = 1;  ///< TP size of the instance, as this rank knows it
+  uint32_t pp_size = 1;  ///< PP size of the instance
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rank_registration& x) {
+  return f(caf::meta::type_name("kvferry.rank_registration"), x.rank, x.handle, x.data_endpoint,
+           x.layout, x.tp_size, x.pp_size);
+}
+
+/// Accepted: the name and generation of the instance incarnation this rank belongs to.
+struct registration_ack {
+  std::string instance;
+  uint64_t instance_generation = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, registration_ack& x) {
+  return f(caf::meta::type_name("kvferry.registration_ack"), x.instance, x.instance_generation);
+}
+
+/// Who serves a prefill instance now.
+struct topology {
+  std::string instance;
+  uint64_t instance_generation = 0;
+  uint32_t tp_size = 0;
+  uint32_t pp_size = 0;
+  std::vector<rank_registration> ranks;  ///< registered so far, ordered by (pp, tp)
+
+  /// True once every rank of tp_size x pp_size has registered.
+  bool complete() const { return tp_size > 0 && ranks.size() == size_t{tp_size} * pp_size; }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, topology& x) {
+  return f(caf::meta::type_name("kvferry.topology"), x.instance, x.instance_generation, x.tp_size,
+           x.pp_size, x.ranks);
+}
+
+}  // namespace kvferry

@@ -1,0 +1,21 @@
+#include "messages/ids.hpp"
+
+namespace kvferry {
+
+std::string to_string(const room_key& x) {
+  auto s = "room " + std::to_string(x.room);
+  if (x.generation != 0)
+    s += "#" + std::to_string(x.generation);
+  return s;
+}
+
+std::string to_string(role x) {
+  return x == role::prefill ? "prefill" : "decode";
+}
+
+std::string to_string(const rank_ref& x) {
+  auto name = x.instance.empty() ? to_string(x.side) : x.instance;
+  return name + " tp" + std::to_string(x.tp) + " pp" + std::to_string(x.pp);
+}
+
+}  // namespace kvferry

@@ -1,0 +1,59 @@
+// Identities that cross every layer of kvferry: which request (room_key) and
+// which rank (rank_ref). Every room message starts with a room_key; every
+// failure names the rank_ref it came from.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <string>
+
+#include <caf/meta/type_name.hpp>
+
+namespace kvferry {
+
+/// One request's transfer. `room` is the 64-bit id the router gives both
+/// instances; `generation` is added by the decode rank that opens the room, so
+/// that a reused id never matches a stale message of an earlier incarnation.
+/// Generation 0 means "not bound yet" (a prefill room before its request).
+struct room_key {
+  uint64_t room = 0;
+  uint64_t generation = 0;
+
+  friend auto operator<=>(const room_key&, const room_key&) = default;
+};
+
+/// "room 42#7", or "room 42" while unbound.
+std::string to_string(const room_key& x);
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, room_key& x) {
+  return f(caf::meta::type_name("kvferry.room_key"), x.room, x.generation);
+}
+
+/// Which side of the disaggregation a rank serves.
+enum class role : uint8_t { prefill = 0, decode = 1 };
+
+std::string to_string(role x);
+
+/// One rank of one instance incarnation. Two incarnations of the same instance
+/// (a restart) differ in `instance_generation`.
+struct rank_ref {
+  role side = role::prefill;
+  std::string instance;              ///< instance name, e.g. "prefill-0"
+  uint64_t instance_generation = 0;  ///< issued by the bootstrap (prefill) or at start (decode)
+  uint32_t tp = 0;                   ///< tensor-parallel rank
+  uint32_t pp = 0;                   ///< pipeline-parallel stage
+
+  friend auto operator<=>(const rank_ref&, const rank_ref&) = default;
+};
+
+/// "prefill-0 tp1 pp0" (the generation is left out; it is in the logs of the bootstrap).
+std::string to_string(const rank_ref& x);
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rank_ref& x) {
+  return f(caf::meta::type_name("kvferry.rank_ref"), x.side, x.instance, x.instance_generation,
+           x.tp, x.pp);
+}
+
+}  // namespace kvferry

@@ -1,0 +1,176 @@
+#include "messages/layout.hpp"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+namespace kvferry {
+
+namespace {
+
+constexpr std::array<std::pair<kv_dtype, std::string_view>, 6> dtype_names{{
+  {kv_dtype::f32, "f32"},
+  {kv_dtype::f16, "f16"},
+  {kv_dtype::bf16, "bf16"},
+  {kv_dtype::fp8_e4m3, "fp8_e4m3"},
+  {kv_dtype::fp8_e5m2, "fp8_e5m2"},
+  {kv_dtype::int8, "int8"},
+}};
+
+std::string join(const std::vector<uint32_t>& xs) {
+  std::string s = "[";
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (i > 0)
+      s += ",";
+    if (i == 8 && xs.size() > 10) {
+      s += "...," + std::to_string(xs.back());
+      break;
+    }
+    s += std::to_string(xs[i]);
+  }
+  return s + "]";
+}
+
+template <class T>
+std::optional<std::string> differ(std::string_view field, const T& p, const T& d) {
+  if (p == d)
+    return std::nullopt;
+  return std::string{field} + " prefill=" + std::to_string(p) + " decode=" + std::to_string(d);
+}
+
+}  // namespace
+
+uint32_t dtype_size(kv_dtype x) {
+  switch (x) {
+    case kv_dtype::f32:
+      return 4;
+    case kv_dtype::f16:
+    case kv_dtype::bf16:
+      return 2;
+    case kv_dtype::fp8_e4m3:
+    case kv_dtype::fp8_e5m2:
+    case kv_dtype::int8:
+      return 1;
+  }
+  return 0;
+}
+
+std::string to_string(kv_dtype x) {
+  for (auto& [v, name] : dtype_names)
+    if (v == x)
+      return std::string{name};
+  return "dtype(" + std::to_string(static_cast<int>(x)) + ")";
+}
+
+std::optional<kv_dtype> parse_dtype(std::string_view name) {
+  for (auto& [v, n] : dtype_names)
+    if (n == name)
+      return v;
+  return std::nullopt;
+}
+
+uint64_t kv_layout::token_bytes() const {
+  return uint64_t{kv_heads} * head_dim * dtype_size(dtype);
+}
+
+uint64_t kv_layout::page_capacity() const {
+  if (kv_buffers.empty())
+    return 0;
+  uint64_t n = kv_buffers.front().capacity();
+  for (auto& b : kv_buffers)
+    n = std::min(n, b.capacity());
+  return n;
+}
+
+uint64_t kv_layout::aux_capacity() const {
+  if (aux_buffers.empty())
+    return 0;
+  uint64_t n = aux_buffers.front().capacity();
+  for (auto& b : aux_buffers)
+    n = std::min(n, b.capacity());
+  return n;
+}
+
+std::optional<std::string> validate(const kv_layout& x) {
+  if (x.version != protocol_version)
+    return "protocol version " + std::to_string(x.version) + ", expected " +
+           std::to_string(protocol_version);
+  if (x.page_size == 0)
+    return std::string{"page_size 0, expected at least 1 token per page"};
+  if (dtype_size(x.dtype) == 0)
+    return "dtype " + to_string(x.dtype) + " is not a known KV dtype";
+  if (x.layer_ids.empty())
+    return std::string{"layer_ids empty, expected at least one layer"};
+  if (x.head_dim == 0 || x.kv_heads == 0)
+    return "kv_heads " + std::to_string(x.kv_heads) + " head_dim " + std::to_string(x.head_dim) +
+           ", expected both at least 1";
+  if (x.mla && x.kv_heads != 1)
+    return "MLA layout with kv_heads " + std::to_string(x.kv_heads) +
+           ", expected 1 (one latent per token)";
+  if (x.total_kv_heads < x.kv_heads)
+    return "total_kv_heads " + std::to_string(x.total_kv_heads) + " below kv_heads " +
+           std::to_string(x.kv_heads) + " held by this rank";
+  auto per_layer = x.mla ? 1u : 2u;
+  auto want = x.layer_ids.size() * per_layer;
+  if (x.kv_buffers.size() != want)
+    return std::to_string(x.kv_buffers.size()) + " kv buffers, expected " + std::to_string(want) +
+           " (" + std::to_string(x.layer_ids.size()) + " layers x " + (x.mla ? "1 latent" : "K,V") +
+           ")";
+  auto item = uint64_t{x.page_size} * x.token_bytes();
+  for (size_t i = 0; i < x.kv_buffers.size(); ++i) {
+    auto& b = x.kv_buffers[i];
+    if (b.item_len != item)
+      return "kv buffer " + std::to_string(i) + " item_len " + std::to_string(b.item_len) +
+             ", expected " + std::to_string(item) + " (page_size " + std::to_string(x.page_size) +
+             " x kv_heads " + std::to_string(x.kv_heads) + " x head_dim " +
+             std::to_string(x.head_dim) + " x " + std::to_string(dtype_size(x.dtype)) + " B)";
+    if (b.capacity() == 0)
+      return "kv buffer " + std::to_string(i) + " length " + std::to_string(b.length) +
+             " holds no page of " + std::to_string(b.item_len) + " B";
+  }
+  for (size_t i = 0; i < x.aux_buffers.size(); ++i) {
+    auto& a = x.aux_buffers[i];
+    if (a.item_len == 0 || a.capacity() == 0)
+      return "aux buffer " + std::to_string(i) + " item_len " + std::to_string(a.item_len) +
+             " length " + std::to_string(a.length) + ", expected at least one row";
+  }
+  if (!x.aux_buffers.empty() && x.aux_buffers.front().item_len < room_stamp_bytes)
+    return "aux buffer 0 item_len " + std::to_string(x.aux_buffers.front().item_len) +
+           ", expected at least " + std::to_string(room_stamp_bytes) + " B for the room stamp";
+  return std::nullopt;
+}
+
+std::optional<std::string> compare(const kv_layout& p, const kv_layout& d) {
+  if (auto m = differ("protocol_version", p.version, d.version))
+    return m;
+  if (auto m = differ("page_size", p.page_size, d.page_size))
+    return m;
+  if (p.dtype != d.dtype)
+    return "kv dtype prefill=" + to_string(p.dtype) + " decode=" + to_string(d.dtype);
+  if (p.mla != d.mla)
+    return std::string{"attention prefill="} + (p.mla ? "MLA" : "MHA") +
+           " decode=" + (d.mla ? "MLA" : "MHA");
+  if (p.layer_ids != d.layer_ids)
+    return "layer_ids prefill=" + join(p.layer_ids) + " decode=" + join(d.layer_ids);
+  if (auto m = differ("total_kv_heads", p.total_kv_heads, d.total_kv_heads))
+    return m;
+  if (auto m = differ("head_dim", p.head_dim, d.head_dim))
+    return m;
+  if (auto m = differ("kv_heads per rank", p.kv_heads, d.kv_heads))
+    return m;
+  if (auto m = differ("kv buffer count", p.kv_buffers.size(), d.kv_buffers.size()))
+    return m;
+  for (size_t i = 0; i < p.kv_buffers.size(); ++i)
+    if (auto m = differ("kv buffer " + std::to_string(i) + " item_len", p.kv_buffers[i].item_len,
+                        d.kv_buffers[i].item_len))
+      return m;
+  if (auto m = differ("aux buffer count", p.aux_buffers.size(), d.aux_buffers.size()))
+    return m;
+  for (size_t i = 0; i < p.aux_buffers.size(); ++i)
+    if (auto m = differ("aux buffer " + std::to_string(i) + " item_len",
+                        p.aux_buffers[i].item_len, d.aux_buffers[i].item_len))
+      return m;
+  return std::nullopt;
+}
+
+}  // namespace kvferry

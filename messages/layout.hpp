@@ -1,0 +1,104 @@
+// The layout of one rank's KV pool, as its peers must know it: geometry (page
+// size, dtype, layers, heads) and where every buffer lives in the rank's
+// registered transport regions. Checked once, at handshake.
+//
+// Addressing: page p of KV buffer b lives at
+//   (region b.region, offset b.offset + p * b.item_len), b.item_len bytes long.
+// MHA/GQA: kv_buffers = [K of every layer..., V of every layer...].
+// MLA:     kv_buffers = [latent of every layer...] (kv_heads = 1, head_dim = latent width).
+// Aux row r of aux buffer a lives at a.offset + r * a.item_len; the first
+// room_stamp_bytes of aux buffer 0's row belong to kvferry (the room stamp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+namespace kvferry {
+
+/// Version of the room protocol; both sides must speak the same one.
+constexpr uint32_t protocol_version = 1;
+
+/// Bytes at the start of aux buffer 0's row that carry {room id, generation},
+/// little-endian u64 each. Decode commits a room only if they match.
+constexpr uint64_t room_stamp_bytes = 16;
+
+/// Marks "no aux row" where an aux row index is expected.
+constexpr uint32_t no_aux_slot = UINT32_MAX;
+
+/// Element type of the KV cache.
+enum class kv_dtype : uint8_t { f32 = 0, f16 = 1, bf16 = 2, fp8_e4m3 = 3, fp8_e5m2 = 4, int8 = 5 };
+
+/// Bytes per element of `x`.
+uint32_t dtype_size(kv_dtype x);
+
+/// "bf16", "fp8_e4m3", ...
+std::string to_string(kv_dtype x);
+
+/// Parses the names of to_string(kv_dtype); nullopt for anything else.
+std::optional<kv_dtype> parse_dtype(std::string_view name);
+
+/// One buffer of a rank: a run of fixed-size items (pages or aux rows) inside
+/// one registered region.
+struct buffer_desc {
+  uint32_t region = 0;    ///< transport region id, on the rank that owns the buffer
+  uint64_t offset = 0;    ///< byte offset of item 0 inside the region
+  uint64_t length = 0;    ///< bytes of the buffer
+  uint64_t item_len = 0;  ///< bytes per item (page of KV, or aux row)
+
+  /// Whole items that fit in the buffer.
+  uint64_t capacity() const { return item_len == 0 ? 0 : length / item_len; }
+
+  friend bool operator==(const buffer_desc&, const buffer_desc&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, buffer_desc& x) {
+  return f(caf::meta::type_name("kvferry.buffer_desc"), x.region, x.offset, x.length, x.item_len);
+}
+
+/// The layout of one rank's KV pool.
+struct kv_layout {
+  uint32_t version = protocol_version;
+  uint32_t page_size = 0;  ///< tokens per page
+  kv_dtype dtype = kv_dtype::bf16;
+  std::vector<uint32_t> layer_ids;  ///< model layer ids held by this rank (its PP stage)
+  uint32_t total_kv_heads = 0;      ///< kv heads of the model
+  uint32_t kv_heads = 0;            ///< kv heads held by this rank
+  uint32_t head_dim = 0;            ///< elements per head (MLA: latent width)
+  bool mla = false;
+  std::vector<buffer_desc> kv_buffers;
+  std::vector<buffer_desc> aux_buffers;
+
+  /// Bytes of one token of one KV buffer on this rank.
+  uint64_t token_bytes() const;
+
+  /// Pages every KV buffer can hold (the minimum over buffers).
+  uint64_t page_capacity() const;
+
+  /// Aux rows every aux buffer can hold (0 without aux buffers).
+  uint64_t aux_capacity() const;
+
+  friend bool operator==(const kv_layout&, const kv_layout&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_layout& x) {
+  return f(caf::meta::type_name("kvferry.kv_layout"), x.version, x.page_size, x.dtype, x.layer_ids,
+           x.total_kv_heads, x.kv_heads, x.head_dim, x.mla, x.kv_buffers, x.aux_buffers);
+}
+
+/// Checks that a rank's own layout is consistent. Returns the first problem,
+/// naming the field, its value and what was expected, or nullopt.
+std::optional<std::string> validate(const kv_layout& x);
+
+/// Compares the layouts of a prefill and a decode rank that pair 1:1 (equal
+/// TP). Returns the first field that differs, naming both values
+/// ("page_size prefill=16 decode=64"), or nullopt when they can pair.
+std::optional<std::string> compare(const kv_layout& prefill, const kv_layout& decode);
+
+}  // namespace kvferry

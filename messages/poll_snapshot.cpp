@@ -1,0 +1,33 @@
+#include "messages/poll_snapshot.hpp"
+
+namespace kvferry {
+
+std::optional<transfer_error> room_slot::error() const {
+  std::lock_guard<std::mutex> guard{mu_};
+  return error_;
+}
+
+bool room_slot::advance(kv_poll to) {
+  if (to == kv_poll::failed)
+    return false;
+  auto cur = state_.load(std::memory_order_acquire);
+  auto want = static_cast<uint8_t>(to);
+  for (;;) {
+    if (is_terminal(static_cast<kv_poll>(cur)) || cur >= want)
+      return false;
+    if (state_.compare_exchange_weak(cur, want, std::memory_order_acq_rel))
+      return true;
+  }
+}
+
+bool room_slot::fail(const room_key& room, failure why) {
+  std::lock_guard<std::mutex> guard{mu_};
+  auto cur = state();
+  if (is_terminal(cur))
+    return false;
+  error_ = transfer_error{room, std::move(why)};
+  state_.store(static_cast<uint8_t>(kv_poll::failed), std::memory_order_release);
+  return true;
+}
+
+}  // namespace kvferry

@@ -1,0 +1,58 @@
+// The one piece of state a rank actor shares with the scheduler's threads: the
+// published KVPoll of a room. The actor writes it on every transition; the
+// scheduler's poll() reads it with one atomic load, never a round trip.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+
+#include "messages/failure.hpp"
+#include "messages/kv_poll.hpp"
+
+namespace kvferry {
+
+/// The published state of one room on one rank.
+///
+/// Writers: only the rank actor that owns the room. Readers: any thread.
+/// The state only moves up (Bootstrapping → ... → Success) or into Failed,
+/// which is final; the error is stored before the state turns Failed.
+class room_slot {
+ public:
+  room_slot() = default;
+  room_slot(const room_slot&) = delete;
+  room_slot& operator=(const room_slot&) = delete;
+
+  /// The current state (acquire load).
+  kv_poll state() const noexcept { return static_cast<kv_poll>(state_.load(std::memory_order_acquire)); }
+
+  /// The room's error once it is Failed; nullopt before.
+  std::optional<transfer_error> error() const;
+
+  // -- rank actor side --------------------------------------------------------
+
+  /// Moves the state up to `to` (not into Failed). Returns false when `to` is
+  /// not above the current state or the state is terminal.
+  bool advance(kv_poll to);
+
+  /// Concludes Failed with `why`. The first conclusion wins; returns false if
+  /// the slot was already terminal.
+  bool fail(const room_key& room, failure why);
+
+ private:
+  std::atomic<uint8_t> state_{static_cast<uint8_t>(kv_poll::bootstrapping)};
+  mutable std::mutex mu_;  // guards error_
+  std::optional<transfer_error> error_;
+};
+
+/// Shared by the scheduler's sender/receiver object and the rank actor.
+using room_slot_ptr = std::shared_ptr<room_slot>;
+
+}  // namespace kvferry
+
+// Travels only inside one process (scheduler → its rank actor).
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvferry::room_slot_ptr)

@@ -1,0 +1,109 @@
+// The room protocol between a decode rank and the prefill ranks that write
+// into it.
+//
+//   decode                                   prefill
+//     │ dest_registration (once per peer) ──▶ │  layout checked, transport connects
+//     │ ◀── dest_accepted                     │
+//     │ room_request (pages, aux slot) ─────▶ │  Bootstrapping → WaitingForInput
+//     │ ◀── chunk_landed (per chunk, last)    │  writes placed before each message
+//     │ ◀── room_failure (prefill saw a fault)│
+//     │ room_verdict (Success | Failed) ────▶ │  the decider's word, the same for all
+//
+// The decode rank that opened the room is its decider: it alone concludes the
+// room, from the first failure or from every participant's finish, and sends
+// the verdict to the others.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "messages/failure.hpp"
+#include "messages/handles.hpp"
+#include "messages/ids.hpp"
+#include "messages/kv_poll.hpp"
+#include "messages/layout.hpp"
+
+namespace kvferry {
+
+/// A decode rank introduces itself to a prefill rank it will receive from.
+struct dest_registration {
+  rank_ref decode_rank;
+  decode_rank_actor handle;
+  std::string data_endpoint;  ///< where the prefill's transport connects, e.g. "tcp://127.0.0.1:4711"
+  kv_layout layout;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, dest_registration& x) {
+  return f(caf::meta::type_name("kvferry.dest_registration"), x.decode_rank, x.handle,
+           x.data_endpoint, x.layout);
+}
+
+/// The prefill rank accepted the registration (its layout matched).
+struct dest_accepted {
+  rank_ref prefill_rank;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, dest_accepted& x) {
+  return f(caf::meta::type_name("kvferry.dest_accepted"), x.prefill_rank);
+}
+
+/// Where one room's KV goes on one decode rank: the destination page of each of
+/// the room's pages, in order, and the aux row.
+struct room_request {
+  room_key key;
+  rank_ref decode_rank;
+  decode_rank_actor decider;
+  std::vector<uint32_t> dst_pages;
+  uint32_t aux_slot = no_aux_slot;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, room_request& x) {
+  return f(caf::meta::type_name("kvferry.room_request"), x.key, x.decode_rank, x.decider,
+           x.dst_pages, x.aux_slot);
+}
+
+/// Every write of one chunk has been placed in the decode rank's memory. On the
+/// last chunk the aux row has been placed too.
+struct chunk_landed {
+  room_key key;
+  rank_ref prefill_rank;
+  uint32_t chunk = 0;
+  uint32_t pages = 0;
+  uint64_t bytes = 0;
+  bool last = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chunk_landed& x) {
+  return f(caf::meta::type_name("kvferry.chunk_landed"), x.key, x.prefill_rank, x.chunk, x.pages,
+           x.bytes, x.last);
+}
+
+/// A participant saw a fault in a room; the decider turns it into the verdict.
+struct room_failure {
+  room_key key;
+  failure why;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, room_failure& x) {
+  return f(caf::meta::type_name("kvferry.room_failure"), x.key, x.why);
+}
+
+/// The outcome of a room, decided once, the same for every participant.
+struct room_verdict {
+  room_key key;
+  kv_poll outcome = kv_poll::failed;  ///< Success or Failed
+  failure why;                        ///< set when Failed
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, room_verdict& x) {
+  return f(caf::meta::type_name("kvferry.room_verdict"), x.key, x.outcome, x.why);
+}
+
+}  // namespace kvferry

@@ -1,0 +1,67 @@
+// What a scheduler says to its rank actor: the facade's sender and receiver
+// objects send these, and a scheduler that is itself an actor can send them
+// directly. Opening a room takes a room_slot_ptr (process-local).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "messages/failure.hpp"
+#include "messages/ids.hpp"
+#include "messages/kv_poll.hpp"
+#include "messages/layout.hpp"
+#include "messages/room.hpp"
+
+namespace kvferry {
+
+/// Prefill: the room has `num_pages` pages in all; its aux row is `aux_slot`.
+struct sender_init {
+  uint64_t room = 0;
+  uint32_t num_pages = 0;
+  uint32_t aux_slot = no_aux_slot;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sender_init& x) {
+  return f(caf::meta::type_name("kvferry.sender_init"), x.room, x.num_pages, x.aux_slot);
+}
+
+/// Prefill: the next pages of the room are computed (chunked prefill); `last`
+/// on the chunk that completes the room, which also carries the aux row.
+struct chunk_send {
+  uint64_t room = 0;
+  std::vector<uint32_t> pages;
+  bool last = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chunk_send& x) {
+  return f(caf::meta::type_name("kvferry.chunk_send"), x.room, x.pages, x.last);
+}
+
+/// Decode: the destination pages of the room (one per prefill page, in order)
+/// and its aux row.
+struct receiver_init {
+  uint64_t room = 0;
+  std::vector<uint32_t> dst_pages;
+  uint32_t aux_slot = no_aux_slot;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, receiver_init& x) {
+  return f(caf::meta::type_name("kvferry.receiver_init"), x.room, x.dst_pages, x.aux_slot);
+}
+
+/// The answer to a poll by message (actor schedulers).
+struct room_status {
+  room_key key;
+  kv_poll state = kv_poll::bootstrapping;
+  failure why;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, room_status& x) {
+  return f(caf::meta::type_name("kvferry.room_status"), x.key, x.state, x.why);
+}
+
+}  // namespace kvferry

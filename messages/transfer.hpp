@@ -1,0 +1,77 @@
+// Messages between a prefill rank and its transfer actor, and the transport's
+// completions turned into messages.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "messages/failure.hpp"
+#include "messages/ids.hpp"
+#include "messages/layout.hpp"
+
+namespace kvferry {
+
+/// Connect the data plane to a decode rank whose registration was accepted.
+struct peer_connect {
+  rank_ref peer;
+  std::string endpoint;
+  kv_layout layout;  ///< the peer's layout: where its pages and aux rows are
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, peer_connect& x) {
+  return f(caf::meta::type_name("kvferry.peer_connect"), x.peer, x.endpoint, x.layout);
+}
+
+/// Write one chunk of a room: src_pages[i] → dst_pages[i] in every KV buffer,
+/// and, on the last chunk, the aux row src_aux → dst_aux after all KV of the room.
+struct chunk_job {
+  room_key key;
+  rank_ref peer;
+  uint32_t chunk = 0;
+  std::vector<uint32_t> src_pages;
+  std::vector<uint32_t> dst_pages;
+  bool last = false;
+  uint32_t src_aux = UINT32_MAX;
+  uint32_t dst_aux = UINT32_MAX;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chunk_job& x) {
+  return f(caf::meta::type_name("kvferry.chunk_job"), x.key, x.peer, x.chunk, x.src_pages,
+           x.dst_pages, x.last, x.src_aux, x.dst_aux);
+}
+
+/// The outcome of one chunk_job: placed, or the failure of its room.
+struct chunk_result {
+  room_key key;
+  rank_ref peer;  ///< the destination rank of the job
+  uint32_t chunk = 0;
+  bool last = false;
+  uint32_t pages = 0;
+  uint64_t bytes = 0;   ///< bytes written (KV and aux)
+  uint32_t writes = 0;  ///< transport writes after coalescing
+  failure why;          ///< set when the chunk failed
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chunk_result& x) {
+  return f(caf::meta::type_name("kvferry.chunk_result"), x.key, x.peer, x.chunk, x.last, x.pages, x.bytes,
+           x.writes, x.why);
+}
+
+/// A transport completion: batch `cookie` finished with status `code`
+/// (transport::code as an integer; 0 = ok) and the backend's message.
+struct batch_done {
+  uint64_t cookie = 0;
+  uint8_t code = 0;
+  std::string message;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, batch_done& x) {
+  return f(caf::meta::type_name("kvferry.batch_done"), x.cookie, x.code, x.message);
+}
+
+}  // namespace kvferry

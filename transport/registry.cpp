@@ -1,0 +1,43 @@
+#include "transport/registry.hpp"
+
+#include <functional>
+#include <utility>
+
+#include "transport/inproc/inproc_transport.hpp"
+#include "transport/tcp/tcp_transport.hpp"
+
+namespace kvferry::transport {
+
+namespace {
+
+using factory = std::function<result<std::unique_ptr<transport>>(const options&)>;
+
+const std::vector<std::pair<std::string, factory>>& table() {
+  static const std::vector<std::pair<std::string, factory>> rows{
+    {"inproc", [](const options& o) { return inproc::make_inproc_transport(o); }},
+    {"tcp", [](const options& o) { return tcp::make_tcp_transport(o); }},
+  };
+  return rows;
+}
+
+}  // namespace
+
+result<std::unique_ptr<transport>> make_transport(std::string_view backend, const options& opts) {
+  for (auto& [name, make] : table())
+    if (name == backend)
+      return make(opts);
+  std::string known;
+  for (auto& [name, make] : table())
+    known += (known.empty() ? "" : ", ") + name;
+  return status::invalid_argument("transport backend '" + std::string{backend} +
+                                  "' is not built in, expected one of: " + known);
+}
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> out;
+  for (auto& row : table())
+    out.push_back(row.first);
+  return out;
+}
+
+}  // namespace kvferry::transport

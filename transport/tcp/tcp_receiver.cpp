@@ -1,0 +1,150 @@
+#include "transport/tcp/tcp_receiver.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+#include "transport/tcp/tcp_wire.hpp"
+
+namespace kvferry::transport::tcp {
+
+namespace {
+
+/// Reads and throws away `n` bytes (the payload of a refused batch).
+status drain(int fd, uint64_t n) {
+  std::vector<char> scratch(std::min<uint64_t>(n, 1 << 16));
+  while (n > 0) {
+    auto len = std::min<uint64_t>(n, scratch.size());
+    if (auto st = read_exact(fd, scratch.data(), len); !st.ok())
+      return st;
+    n -= len;
+  }
+  return {};
+}
+
+status send_ack(int fd, uint64_t cookie, const status& st) {
+  ack_header ack;
+  ack.cookie = cookie;
+  ack.code = static_cast<uint8_t>(st.error_code());
+  auto msg = st.message().substr(0, max_ack_message);
+  ack.message_len = static_cast<uint32_t>(msg.size());
+  std::vector<iovec> iov{{&ack, sizeof(ack)}, {msg.data(), msg.size()}};
+  return write_all(fd, iov);
+}
+
+}  // namespace
+
+result<std::unique_ptr<tcp_receiver>> tcp_receiver::start(const std::string& host, uint16_t port,
+                                                          const region_table& regions) {
+  auto listening = listen_on(host, port);
+  if (!listening.ok())
+    return listening.error();
+  auto [fd, bound] = std::move(listening).value();
+  return std::unique_ptr<tcp_receiver>{new tcp_receiver(std::move(fd), bound, regions)};
+}
+
+tcp_receiver::tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions)
+  : regions_(regions), listener_(std::move(listener)), port_(port) {
+  acceptor_ = std::thread{[this] { accept_loop(); }};
+}
+
+tcp_receiver::~tcp_receiver() {
+  stopping_ = true;
+  listener_.shutdown();
+  acceptor_.join();
+  std::lock_guard guard{mu_};
+  for (auto& c : conns_)
+    c.fd.shutdown();
+  for (auto& c : conns_)
+    c.thread.join();
+}
+
+void tcp_receiver::reap_locked() {
+  for (auto i = conns_.begin(); i != conns_.end();) {
+    if (i->done) {
+      i->thread.join();
+      i = conns_.erase(i);
+    } else {
+      ++i;
+    }
+  }
+}
+
+void tcp_receiver::accept_loop() {
+  while (!stopping_) {
+    int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED)
+        continue;
+      return;  // listener shut down
+    }
+    tune(fd);
+    std::lock_guard guard{mu_};
+    reap_locked();
+    if (stopping_) {
+      ::close(fd);
+      return;
+    }
+    auto& c = conns_.emplace_back();
+    c.fd = socket_fd{fd};
+    c.thread = std::thread{[this, &c] {
+      serve(c);
+      c.fd.shutdown();
+      c.done = true;
+    }};
+  }
+}
+
+void tcp_receiver::serve(connection& conn) {
+  int fd = conn.fd.get();
+  hello h;
+  if (!read_exact(fd, &h, sizeof(h)).ok() || h.magic != hello_magic || h.version != wire_version)
+    return;
+  std::vector<op_header> ops;
+  std::vector<iovec> iov;
+  for (;;) {
+    batch_header bh;
+    if (!read_exact(fd, &bh, sizeof(bh)).ok())
+      return;
+    // A frame we cannot parse leaves the stream unsynchronised: drop this
+    // connection only.
+    if (bh.magic != batch_magic || bh.n_ops > max_ops_per_batch)
+      return;
+    ops.resize(bh.n_ops);
+    if (!read_exact(fd, ops.data(), ops.size() * sizeof(op_header)).ok())
+      return;
+    uint64_t sum = 0;
+    for (auto& op : ops) {
+      if (op.length > UINT64_MAX - sum)
+        return;
+      sum += op.length;
+    }
+    if (sum != bh.payload_bytes)
+      return;
+    status verdict;
+    {
+      auto held = regions_.guard();
+      iov.clear();
+      for (auto& op : ops) {
+        auto dst = regions_.resolve(held, op.region, op.offset, op.length, "receiver");
+        if (!dst.ok()) {
+          verdict = dst.error();
+          break;
+        }
+        if (op.length > 0)
+          iov.push_back({*dst, op.length});
+      }
+      if (verdict.ok() && !read_all(fd, iov).ok())
+        return;
+    }
+    if (!verdict.ok() && !drain(fd, bh.payload_bytes).ok())
+      return;
+    if (!send_ack(fd, bh.cookie, verdict).ok())
+      return;
+  }
+}
+
+}  // namespace kvferry::transport::tcp

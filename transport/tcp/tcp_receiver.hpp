@@ -1,0 +1,57 @@
+// The receiving half of the tcp backend: accepts connections from peers and
+// places each batch's bytes straight into the registered regions, after
+// checking every op of the batch against them. A batch with a bad op writes
+// nothing and is answered with the error; a peer that breaks the wire format
+// loses its connection; other connections carry on.
+#pragma once
+
+#include <atomic>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "transport/region.hpp"
+#include "transport/tcp/tcp_socket.hpp"
+
+namespace kvferry::transport::tcp {
+
+class tcp_receiver {
+ public:
+  /// Listens on host:port. `regions` must outlive the receiver.
+  static result<std::unique_ptr<tcp_receiver>> start(const std::string& host, uint16_t port,
+                                                     const region_table& regions);
+
+  tcp_receiver(const tcp_receiver&) = delete;
+  tcp_receiver& operator=(const tcp_receiver&) = delete;
+
+  /// Closes the listener and every connection, and joins their threads.
+  ~tcp_receiver();
+
+  uint16_t port() const { return port_; }
+
+ private:
+  struct connection {
+    socket_fd fd;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+
+  tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions);
+
+  void accept_loop();
+  void serve(connection& conn);
+  /// Joins the threads of connections that ended. Caller holds mu_.
+  void reap_locked();
+
+  const region_table& regions_;
+  socket_fd listener_;
+  uint16_t port_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;  // guards conns_
+  std::list<connection> conns_;
+  std::thread acceptor_;
+};
+
+}  // namespace kvferry::transport::tcp

@@ -1,0 +1,68 @@
+// Blocking socket helpers of the tcp backend: an owning fd, endpoint parsing,
+// listen/connect, and loops that move whole buffers.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "transport/status.hpp"
+
+namespace kvferry::transport::tcp {
+
+/// Owns a file descriptor; closes it on destruction.
+class socket_fd {
+ public:
+  socket_fd() = default;
+  explicit socket_fd(int fd) : fd_(fd) {}
+  socket_fd(socket_fd&& other) noexcept : fd_(other.release()) {}
+  socket_fd& operator=(socket_fd&& other) noexcept;
+  socket_fd(const socket_fd&) = delete;
+  socket_fd& operator=(const socket_fd&) = delete;
+  ~socket_fd() { close(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void close();
+  /// Wakes threads blocked on the socket (both directions) without closing it.
+  void shutdown() const;
+
+ private:
+  int fd_ = -1;
+};
+
+struct host_port {
+  std::string host;
+  uint16_t port = 0;
+};
+
+/// Parses "tcp://host:port".
+result<host_port> parse_endpoint(const std::string& endpoint);
+
+/// Listens on host:port (port 0: any); returns the socket and the bound port.
+result<std::pair<socket_fd, uint16_t>> listen_on(const std::string& host, uint16_t port);
+
+/// Connects, giving up after `timeout_ms`, and sets TCP_NODELAY.
+result<socket_fd> connect_to(const host_port& where, int timeout_ms);
+
+/// Reads exactly `len` bytes. Returns connection_lost on EOF or error.
+status read_exact(int fd, void* buf, size_t len);
+
+/// Writes every byte described by `iov` (modified in place as it advances).
+status write_all(int fd, std::vector<iovec>& iov);
+
+/// Reads into every buffer described by `iov` (modified in place as it advances).
+status read_all(int fd, std::vector<iovec>& iov);
+
+/// Sets TCP_NODELAY and large socket buffers.
+void tune(int fd);
+
+}  // namespace kvferry::transport::tcp

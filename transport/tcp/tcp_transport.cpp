@@ -1,0 +1,109 @@
+#include "transport/tcp/tcp_transport.hpp"
+
+#include <mutex>
+#include <vector>
+
+#include "transport/tcp/tcp_receiver.hpp"
+#include "transport/tcp/tcp_sender.hpp"
+
+namespace kvferry::transport::tcp {
+
+namespace {
+
+class tcp_transport final : public transport {
+ public:
+  tcp_transport(std::string host, std::unique_ptr<region_table> regions)
+    : host_(std::move(host)), regions_(std::move(regions)) {}
+
+  /// Second step of construction: the receiver refers to regions_.
+  status listen(uint16_t port) {
+    auto r = tcp_receiver::start(host_, port, *regions_);
+    if (!r.ok())
+      return r.error();
+    receiver_ = std::move(r).value();
+    return {};
+  }
+
+  ~tcp_transport() override {
+    // Senders first: they fail their batches through the handler.
+    std::vector<std::unique_ptr<tcp_sender>> senders;
+    {
+      std::lock_guard guard{mu_};
+      senders.swap(senders_);
+    }
+    senders.clear();
+    receiver_.reset();
+  }
+
+  std::string_view name() const override { return "tcp"; }
+
+  caps capabilities() const override {
+    // One stream per peer: batches, and ops inside a batch, land in order.
+    return caps{.ordered_writes = true};
+  }
+
+  std::string endpoint() const override {
+    auto host = host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_;
+    return "tcp://" + host + ":" + std::to_string(receiver_->port());
+  }
+
+  result<region_id> register_region(void* base, uint64_t length) override {
+    return regions_->add(base, length);
+  }
+
+  status deregister_region(region_id id) override { return regions_->remove(id); }
+
+  result<peer_id> connect(const std::string& endpoint) override {
+    auto where = parse_endpoint(endpoint);
+    if (!where.ok())
+      return where.error();
+    std::lock_guard guard{mu_};
+    senders_.push_back(std::make_unique<tcp_sender>(
+      std::move(where).value(), endpoint, *regions_, [this](completion c) { deliver(std::move(c)); }));
+    return static_cast<peer_id>(senders_.size() - 1);
+  }
+
+  status post(peer_id peer, write_batch batch) override {
+    std::lock_guard guard{mu_};
+    if (peer >= senders_.size())
+      return status::unknown_peer("peer " + std::to_string(peer) + " was never connected (" +
+                                  std::to_string(senders_.size()) + " peers)");
+    senders_[peer]->post(std::move(batch));
+    return {};
+  }
+
+  void set_completion_handler(completion_handler handler) override {
+    std::lock_guard guard{handler_mu_};
+    handler_ = std::move(handler);
+  }
+
+ private:
+  void deliver(completion c) {
+    completion_handler h;
+    {
+      std::lock_guard guard{handler_mu_};
+      h = handler_;
+    }
+    if (h)
+      h(std::move(c));
+  }
+
+  const std::string host_;
+  std::unique_ptr<region_table> regions_;
+  std::unique_ptr<tcp_receiver> receiver_;
+  std::mutex mu_;  // guards senders_
+  std::vector<std::unique_ptr<tcp_sender>> senders_;
+  std::mutex handler_mu_;  // guards handler_
+  completion_handler handler_;
+};
+
+}  // namespace
+
+result<std::unique_ptr<transport>> make_tcp_transport(const options& opts) {
+  auto t = std::make_unique<tcp_transport>(opts.listen_host, std::make_unique<region_table>());
+  if (auto st = t->listen(opts.listen_port); !st.ok())
+    return st;
+  return std::unique_ptr<transport>{std::move(t)};
+}
+
+}  // namespace kvferry::transport::tcp

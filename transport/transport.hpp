@@ -1,0 +1,79 @@
+// The data plane's one interface. A rank registers its KV memory, connects to
+// the peers it writes to, and posts batches of one-sided writes; completions
+// come back through a handler, one per posted batch.
+//
+// Callers branch on capabilities(), never on a backend's name. Backends live
+// in one folder each (inproc/, tcp/) and are created through registry.hpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "transport/region.hpp"
+#include "transport/status.hpp"
+#include "transport/write_op.hpp"
+
+namespace kvferry::transport {
+
+/// What a backend can do.
+struct caps {
+  /// Batches posted to one peer are placed in the order they were posted, and
+  /// the ops of one batch in their order: a write appended after others lands
+  /// after them.
+  bool ordered_writes = false;
+  /// Can register device (GPU) memory directly.
+  bool device_memory = false;
+  /// Largest length of one write_op.
+  uint64_t max_write_bytes = UINT64_MAX;
+};
+
+/// Called once per posted batch, from a thread of the transport (or, for
+/// backends that complete synchronously, from the thread that posted).
+using completion_handler = std::function<void(completion)>;
+
+/// Options every backend understands; each uses what applies to it.
+struct options {
+  std::string listen_host = "127.0.0.1";  ///< tcp: address the receiver binds
+  uint16_t listen_port = 0;               ///< tcp: port, 0 for any free one
+  std::string name;                       ///< inproc: endpoint name, empty for a unique one
+};
+
+/// One backend instance, owned by one rank. Thread-safe.
+class transport {
+ public:
+  virtual ~transport() = default;
+
+  /// The backend's name, for logs ("tcp", "inproc").
+  virtual std::string_view name() const = 0;
+
+  virtual caps capabilities() const = 0;
+
+  /// Where peers connect to reach this transport's registered regions,
+  /// e.g. "tcp://127.0.0.1:40123" or "inproc://decode-0".
+  virtual std::string endpoint() const = 0;
+
+  /// Registers [base, base + length) for local reads and remote writes. The
+  /// memory must stay valid until deregister_region() returns.
+  virtual result<region_id> register_region(void* base, uint64_t length) = 0;
+
+  /// Unregisters a region. Returns once no write into it is running; later
+  /// writes to it fail with unknown_region.
+  virtual status deregister_region(region_id id) = 0;
+
+  /// Starts connecting to a peer's endpoint and returns its id at once (the
+  /// connection is made in the background; a failure completes the batches
+  /// posted to it with connect_failed). Fails only for a malformed endpoint.
+  virtual result<peer_id> connect(const std::string& endpoint) = 0;
+
+  /// Posts a batch. On OK the handler is called exactly once for it later (or
+  /// inline); on error it is not called and nothing was written.
+  virtual status post(peer_id peer, write_batch batch) = 0;
+
+  /// Sets where completions go. Call before the first post.
+  virtual void set_completion_handler(completion_handler handler) = 0;
+};
+
+}  // namespace kvferry::transport
