@@ -22,6 +22,8 @@ struct bootstrap_locator {
 
   /// A stable name for the instance behind it: "127.0.0.1:8998" or "local:<actor id>".
   std::string key() const;
+
+  friend bool operator==(const bootstrap_locator&, const bootstrap_locator&) = default;
 };
 
 template <class Inspector>
@@ -37,6 +39,8 @@ struct rank_registration {
   kv_layout layout;
   uint32_t tp_size = 1;  ///< TP size of the instance, as this rank knows it
   uint32_t pp_size = 1;  ///< PP size of the instance
+
+  friend bool operator==(const rank_registration&, const rank_registration&) = default;
 };
 
 template <class Inspector>
@@ -49,6 +53,8 @@ typename Inspector::result_type inspect(Inspector& f, rank_registration& x) {
 struct registration_ack {
   std::string instance;
   uint64_t instance_generation = 0;
+
+  friend bool operator==(const registration_ack&, const registration_ack&) = default;
 };
 
 template <class Inspector>
@@ -66,6 +72,8 @@ struct topology {
 
   /// True once every rank of tp_size x pp_size has registered.
   bool complete() const { return tp_size > 0 && ranks.size() == size_t{tp_size} * pp_size; }
+
+  friend bool operator==(const topology&, const topology&) = default;
 };
 
 template <class Inspector>

@@ -32,6 +32,8 @@ struct dest_registration {
   decode_rank_actor handle;
   std::string data_endpoint;  ///< where the prefill's transport connects, e.g. "tcp://127.0.0.1:4711"
   kv_layout layout;
+
+  friend bool operator==(const dest_registration&, const dest_registration&) = default;
 };
 
 template <class Inspector>
@@ -43,6 +45,8 @@ typename Inspector::result_type inspect(Inspector& f, dest_registration& x) {
 /// The prefill rank accepted the registration (its layout matched).
 struct dest_accepted {
   rank_ref prefill_rank;
+
+  friend bool operator==(const dest_accepted&, const dest_accepted&) = default;
 };
 
 template <class Inspector>
@@ -58,6 +62,8 @@ struct room_request {
   decode_rank_actor decider;
   std::vector<uint32_t> dst_pages;
   uint32_t aux_slot = no_aux_slot;
+
+  friend bool operator==(const room_request&, const room_request&) = default;
 };
 
 template <class Inspector>
@@ -75,6 +81,8 @@ struct chunk_landed {
   uint32_t pages = 0;
   uint64_t bytes = 0;
   bool last = false;
+
+  friend bool operator==(const chunk_landed&, const chunk_landed&) = default;
 };
 
 template <class Inspector>
@@ -87,6 +95,8 @@ typename Inspector::result_type inspect(Inspector& f, chunk_landed& x) {
 struct room_failure {
   room_key key;
   failure why;
+
+  friend bool operator==(const room_failure&, const room_failure&) = default;
 };
 
 template <class Inspector>
@@ -99,6 +109,8 @@ struct room_verdict {
   room_key key;
   kv_poll outcome = kv_poll::failed;  ///< Success or Failed
   failure why;                        ///< set when Failed
+
+  friend bool operator==(const room_verdict&, const room_verdict&) = default;
 };
 
 template <class Inspector>

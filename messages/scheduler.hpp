@@ -19,6 +19,8 @@ struct sender_init {
   uint64_t room = 0;
   uint32_t num_pages = 0;
   uint32_t aux_slot = no_aux_slot;
+
+  friend bool operator==(const sender_init&, const sender_init&) = default;
 };
 
 template <class Inspector>
@@ -32,6 +34,8 @@ struct chunk_send {
   uint64_t room = 0;
   std::vector<uint32_t> pages;
   bool last = false;
+
+  friend bool operator==(const chunk_send&, const chunk_send&) = default;
 };
 
 template <class Inspector>
@@ -45,6 +49,8 @@ struct receiver_init {
   uint64_t room = 0;
   std::vector<uint32_t> dst_pages;
   uint32_t aux_slot = no_aux_slot;
+
+  friend bool operator==(const receiver_init&, const receiver_init&) = default;
 };
 
 template <class Inspector>
@@ -57,6 +63,8 @@ struct room_status {
   room_key key;
   kv_poll state = kv_poll::bootstrapping;
   failure why;
+
+  friend bool operator==(const room_status&, const room_status&) = default;
 };
 
 template <class Inspector>

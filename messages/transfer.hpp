@@ -17,6 +17,8 @@ struct peer_connect {
   rank_ref peer;
   std::string endpoint;
   kv_layout layout;  ///< the peer's layout: where its pages and aux rows are
+
+  friend bool operator==(const peer_connect&, const peer_connect&) = default;
 };
 
 template <class Inspector>
@@ -35,6 +37,8 @@ struct chunk_job {
   bool last = false;
   uint32_t src_aux = UINT32_MAX;
   uint32_t dst_aux = UINT32_MAX;
+
+  friend bool operator==(const chunk_job&, const chunk_job&) = default;
 };
 
 template <class Inspector>
@@ -53,6 +57,8 @@ struct chunk_result {
   uint64_t bytes = 0;   ///< bytes written (KV and aux)
   uint32_t writes = 0;  ///< transport writes after coalescing
   failure why;          ///< set when the chunk failed
+
+  friend bool operator==(const chunk_result&, const chunk_result&) = default;
 };
 
 template <class Inspector>
@@ -67,6 +73,8 @@ struct batch_done {
   uint64_t cookie = 0;
   uint8_t code = 0;
   std::string message;
+
+  friend bool operator==(const batch_done&, const batch_done&) = default;
 };
 
 template <class Inspector>

@@ -20,8 +20,10 @@ bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<boots
     auto i = self->state.by_actor.find(dm.source);
     if (i == self->state.by_actor.end())
       return;
-    log().warn("[bootstrap {}] {} left ({})", self->state.dir.instance(), to_string(i->second),
-               caf::to_string(dm.reason));
+    auto level = dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info
+                                                              : spdlog::level::warn;
+    log().log(level, "[bootstrap {}] {} left ({})", self->state.dir.instance(),
+              to_string(i->second), caf::to_string(dm.reason));
     self->state.dir.remove(i->second.tp, i->second.pp);
     self->state.by_actor.erase(i);
   });

@@ -84,7 +84,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     pool.aux_bases.push_back(static_cast<std::byte*>(b.base));
 
   if (o.side == role::prefill) {
-    rt->transfer_ = sys.spawn(transfer, rt->rank_, pool, net);
+    rt->transfer_ = sys.spawn(kvferry::transfer, rt->rank_, pool, net);
     prefill_rank_config cfg{rt->rank_, o.tp_size,   o.pp_size,   *layout,
                             rt->endpoint_, o.limits, o.bootstrap, rt->transfer_};
     rt->prefill_ = sys.spawn(prefill_rank, std::move(cfg));

@@ -74,6 +74,8 @@ class runtime {
   /// The rank actor, for schedulers that are actors themselves.
   prefill_rank_actor prefill() const { return prefill_; }
   decode_rank_actor decode() const { return decode_; }
+  /// Prefill: the rank's transfer actor (tests step through it).
+  transfer_actor transfer() const { return transfer_; }
 
   /// Terminates the rank's actors; with wait_on_stop, returns once they are
   /// gone and the transport has stopped touching the pool.

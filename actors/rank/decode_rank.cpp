@@ -262,8 +262,10 @@ decode_rank_actor::behavior_type decode_rank(
         continue;
       }
       auto gone = hit->first;
-      log().warn("{} prefill {} went down: {}", who(self), to_string(gone),
-                 caf::to_string(dm.reason));
+      log().log(dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info
+                                                              : spdlog::level::warn,
+                "{} prefill {} went down: {}", who(self), to_string(gone),
+                caf::to_string(dm.reason));
       failure why{errc::peer_down,
                   "prefill " + to_string(gone) + " went down (" + caf::to_string(dm.reason) + ")",
                   st.cfg.self};

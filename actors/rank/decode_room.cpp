@@ -45,8 +45,8 @@ std::optional<failure> decode_room::init(std::vector<uint32_t> dst_pages, uint32
 void decode_room::set_sources(std::vector<rank_ref> sources) {
   sources_ = std::move(sources);
   for (auto& s : sources_)
-    decision_.expect(s);
-  decision_.expect(self_);
+    decision_.add_participant(s);
+  decision_.add_participant(self_);
 }
 
 std::optional<failure> decode_room::landed(const chunk_landed& msg) {

@@ -2,7 +2,7 @@
 
 namespace kvferry {
 
-void group_decision::expect(const rank_ref& participant) {
+void group_decision::add_participant(const rank_ref& participant) {
   if (!decided_)
     participants_.insert(participant);
 }

@@ -22,7 +22,7 @@ struct verdict {
 class group_decision {
  public:
   /// Adds a participant that must finish before Success. Ignored once decided.
-  void expect(const rank_ref& participant);
+  void add_participant(const rank_ref& participant);
 
   /// `participant` finished its part. Returns the verdict when this completes
   /// the group; nullopt otherwise (others pending, unknown participant, or

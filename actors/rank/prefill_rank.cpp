@@ -214,7 +214,10 @@ prefill_rank_actor::behavior_type prefill_rank(
         continue;
       }
       auto gone = i->first;
-      log().warn("{} decode {} went down: {}", who(self), to_string(gone), caf::to_string(dm.reason));
+      log().log(dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info
+                                                              : spdlog::level::warn,
+                "{} decode {} went down: {}", who(self), to_string(gone),
+                caf::to_string(dm.reason));
       // Its decider is gone with it: rooms that involve it conclude here.
       for (auto& [id, room] : st.rooms) {
         bool involved = false;

@@ -1,0 +1,175 @@
+// The planner against a naive reference: copy page by page, buffer by buffer,
+// and compare the bytes the plan moves with the bytes the reference moves.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <random>
+
+#include "actors/transfer/planner.hpp"
+
+using namespace kvferry;
+
+namespace {
+
+/// Memory behind a layout: one vector per region id.
+struct memory {
+  std::map<uint32_t, std::vector<std::byte>> regions;
+
+  kv_layout layout(uint32_t page_size, uint32_t layers, bool mla, uint32_t pages,
+                   uint32_t region_base, uint64_t offset) {
+    kv_layout l;
+    l.page_size = page_size;
+    l.dtype = kv_dtype::f16;
+    for (uint32_t i = 0; i < layers; ++i)
+      l.layer_ids.push_back(i);
+    l.kv_heads = mla ? 1 : 2;
+    l.total_kv_heads = l.kv_heads;
+    l.head_dim = 4;
+    l.mla = mla;
+    auto item = uint64_t{page_size} * l.kv_heads * l.head_dim * 2;
+    auto n = mla ? layers : 2 * layers;
+    for (uint32_t b = 0; b < n; ++b) {
+      auto id = region_base + b;
+      regions[id].assign(offset + item * pages, std::byte{0});
+      l.kv_buffers.push_back({id, offset, item * pages, item});
+    }
+    regions[region_base + 100].assign(64 * 8, std::byte{0});
+    l.aux_buffers.push_back({region_base + 100, 0, 64 * 8, 64});
+    return l;
+  }
+
+  void apply(const memory& src, const write_plan& plan) {
+    for (auto& op : plan.ops) {
+      auto& s = src.regions.at(op.local);
+      auto& d = regions.at(op.remote);
+      REQUIRE(op.local_offset + op.length <= s.size());
+      REQUIRE(op.remote_offset + op.length <= d.size());
+      std::memcpy(d.data() + op.remote_offset, s.data() + op.local_offset, op.length);
+    }
+  }
+};
+
+void randomize(memory& m, std::mt19937& rng) {
+  for (auto& [id, v] : m.regions)
+    for (auto& b : v)
+      b = std::byte(rng());
+}
+
+/// The reference: every page of every buffer on its own.
+void reference_copy(const memory& src, memory& dst, const kv_layout& sl, const kv_layout& dl,
+                    const std::vector<uint32_t>& sp, const std::vector<uint32_t>& dp) {
+  for (size_t b = 0; b < sl.kv_buffers.size(); ++b)
+    for (size_t i = 0; i < sp.size(); ++i) {
+      auto& s = sl.kv_buffers[b];
+      auto& d = dl.kv_buffers[b];
+      std::memcpy(dst.regions.at(d.region).data() + d.offset + dp[i] * d.item_len,
+                  src.regions.at(s.region).data() + s.offset + sp[i] * s.item_len, s.item_len);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("consecutive pages merge into one write per buffer", "[logic][planner]") {
+  memory sm, dm;
+  auto sl = sm.layout(16, 3, false, 64, 1, 0);
+  auto dl = dm.layout(16, 3, false, 64, 200, 128);
+  auto plan = plan_kv(sl, dl, std::vector<uint32_t>{4, 5, 6, 7}, std::vector<uint32_t>{10, 11, 12, 13});
+  REQUIRE(plan.ok());
+  CHECK(plan->ops.size() == 6);  // one per buffer: 3 layers x K,V
+  CHECK(plan->bytes == 6 * 4 * sl.kv_buffers[0].item_len);
+  auto& op = plan->ops[0];
+  CHECK(op.local_offset == 4 * sl.kv_buffers[0].item_len);
+  CHECK(op.remote_offset == 128 + 10 * dl.kv_buffers[0].item_len);
+  CHECK(op.length == 4 * sl.kv_buffers[0].item_len);
+
+  // A break on either side splits the run.
+  plan = plan_kv(sl, dl, std::vector<uint32_t>{4, 5, 9, 10}, std::vector<uint32_t>{1, 2, 3, 4});
+  REQUIRE(plan.ok());
+  CHECK(plan->ops.size() == 12);
+  plan = plan_kv(sl, dl, std::vector<uint32_t>{4, 5, 6}, std::vector<uint32_t>{1, 3, 4});
+  REQUIRE(plan.ok());
+  CHECK(plan->ops.size() == 12);
+}
+
+TEST_CASE("the plan moves exactly the bytes of the page-by-page reference", "[logic][planner]") {
+  auto page_size = GENERATE(1u, 16u, 64u);
+  auto mla = GENERATE(false, true);
+  std::mt19937 rng{page_size * 2 + mla};
+  for (int round = 0; round < 20; ++round) {
+    memory sm, dm, ref;
+    auto sl = sm.layout(page_size, 3, mla, 48, 1, 0);
+    auto dl = dm.layout(page_size, 3, mla, 40, 300, 64);
+    ref.layout(page_size, 3, mla, 40, 300, 64);
+    randomize(sm, rng);
+    randomize(dm, rng);
+    ref.regions = dm.regions;
+    std::uniform_int_distribution<uint32_t> count(0, 40);
+    auto n = count(rng);
+    std::vector<uint32_t> sp(48), dp(40);
+    std::iota(sp.begin(), sp.end(), 0);
+    std::iota(dp.begin(), dp.end(), 0);
+    std::shuffle(sp.begin(), sp.end(), rng);
+    std::shuffle(dp.begin(), dp.end(), rng);
+    // Some runs of consecutive pages, as real allocators hand them out.
+    if (round % 2 == 0) {
+      std::sort(sp.begin(), sp.begin() + n / 2);
+      std::sort(dp.begin(), dp.begin() + n / 2);
+    }
+    sp.resize(n);
+    dp.resize(n);
+    auto plan = plan_kv(sl, dl, sp, dp);
+    REQUIRE(plan.ok());
+    CHECK(plan->bytes == uint64_t{n} * sl.kv_buffers[0].item_len * sl.kv_buffers.size());
+    CHECK(plan->ops.size() <= uint64_t{n} * sl.kv_buffers.size());
+    dm.apply(sm, *plan);
+    reference_copy(sm, ref, sl, dl, sp, dp);
+    CHECK(dm.regions == ref.regions);
+  }
+}
+
+TEST_CASE("the planner refuses inconsistent input instead of truncating", "[logic][planner]") {
+  memory sm, dm;
+  auto sl = sm.layout(16, 2, false, 8, 1, 0);
+  auto dl = dm.layout(16, 2, false, 4, 50, 0);
+  auto more_src = plan_kv(sl, dl, std::vector<uint32_t>{1, 2, 3}, std::vector<uint32_t>{1, 2});
+  REQUIRE_FALSE(more_src.ok());
+  CHECK_THAT(more_src.error().message(), Catch::Contains("3 source pages against 2 destination pages"));
+  auto dst_range = plan_kv(sl, dl, std::vector<uint32_t>{1}, std::vector<uint32_t>{4});
+  REQUIRE_FALSE(dst_range.ok());
+  CHECK_THAT(dst_range.error().message(),
+             Catch::Contains("destination page 4 at position 0 out of range, the pool holds 4 pages"));
+  auto src_range = plan_kv(sl, dl, std::vector<uint32_t>{8}, std::vector<uint32_t>{0});
+  REQUIRE_FALSE(src_range.ok());
+  CHECK_THAT(src_range.error().message(), Catch::Contains("source page 8"));
+}
+
+TEST_CASE("long writes are split at the backend's limit", "[logic][planner]") {
+  memory sm, dm;
+  auto sl = sm.layout(16, 1, true, 8, 1, 0);
+  auto dl = dm.layout(16, 1, true, 8, 50, 0);
+  auto item = sl.kv_buffers[0].item_len;
+  auto plan = plan_kv(sl, dl, std::vector<uint32_t>{0, 1, 2, 3}, std::vector<uint32_t>{4, 5, 6, 7},
+                      item + 10);
+  REQUIRE(plan.ok());
+  CHECK(plan->bytes == 4 * item);
+  for (auto& op : plan->ops)
+    CHECK(op.length <= item + 10);
+  CHECK(plan->ops.size() == 4);
+}
+
+TEST_CASE("aux rows plan one write per aux buffer and are range-checked", "[logic][planner]") {
+  memory sm, dm;
+  auto sl = sm.layout(16, 1, true, 8, 1, 0);
+  auto dl = dm.layout(16, 1, true, 8, 50, 0);
+  write_plan plan;
+  REQUIRE(plan_aux(plan, sl, dl, 2, 5).ok());
+  REQUIRE(plan.ops.size() == 1);
+  CHECK(plan.ops[0].local_offset == 2 * 64);
+  CHECK(plan.ops[0].remote_offset == 5 * 64);
+  CHECK(plan.ops[0].length == 64);
+  auto bad = plan_aux(plan, sl, dl, 2, 8);
+  CHECK_THAT(bad.message(), Catch::Contains("destination aux row 8 out of range"));
+}

@@ -1,0 +1,78 @@
+// Every message type survives CAF's binary serialization unchanged: what one
+// node sends, another reads back (both register the same type-ID block).
+#include "tests/support/pair_fixture.hpp"
+
+using namespace kvferry;
+using namespace kvferry::test;
+
+namespace {
+
+kv_layout sample_layout() {
+  kv_layout l;
+  l.page_size = 64;
+  l.dtype = kv_dtype::fp8_e4m3;
+  l.layer_ids = {0, 1, 2, UINT32_MAX};
+  l.total_kv_heads = 8;
+  l.kv_heads = 2;
+  l.head_dim = 128;
+  l.mla = false;
+  l.kv_buffers = {{1, 0, 1 << 20, 16384}, {2, 4096, UINT64_MAX, 16384}};
+  l.aux_buffers = {{9, 0, 4096, 64}};
+  return l;
+}
+
+rank_ref sample_rank() {
+  return rank_ref{role::decode, "décode-ü", UINT64_MAX, 7, 3};
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(coordinator_fixture, "every message type round-trips", "[messages][serialization]") {
+  auto l = sample_layout();
+  auto r = sample_rank();
+  failure f{errc::out_of_bounds, std::string{"bytes\0with nul", 14}, r};
+  room_key k{UINT64_MAX, 12345};
+  CHECK(roundtrip(k) == k);
+  CHECK(roundtrip(r) == r);
+  CHECK(roundtrip(f) == f);
+  CHECK(roundtrip(l) == l);
+  CHECK(roundtrip(kv_poll::transferring) == kv_poll::transferring);
+  CHECK(roundtrip(errc::peer_down) == errc::peer_down);
+  CHECK(roundtrip(registration_ack{"prefill-0", 99}) == registration_ack{"prefill-0", 99});
+  CHECK(roundtrip(dest_accepted{r}) == dest_accepted{r});
+  chunk_landed cl{k, r, 3, 16, 1 << 30, true};
+  CHECK(roundtrip(cl) == cl);
+  room_failure rf{k, f};
+  CHECK(roundtrip(rf) == rf);
+  room_verdict rv{k, kv_poll::failed, f};
+  CHECK(roundtrip(rv) == rv);
+  sender_init si{5, 17, no_aux_slot};
+  CHECK(roundtrip(si) == si);
+  chunk_send cs{5, {9, 8, 7, UINT32_MAX}, true};
+  CHECK(roundtrip(cs) == cs);
+  receiver_init ri{5, {1, 2, 3}, 4};
+  CHECK(roundtrip(ri) == ri);
+  room_status st{k, kv_poll::failed, f};
+  CHECK(roundtrip(st) == st);
+  peer_connect pc{r, "tcp://[::1]:4711", l};
+  CHECK(roundtrip(pc) == pc);
+  chunk_job cj{k, r, 2, {1, 2}, {3, 4}, true, 1, 2};
+  CHECK(roundtrip(cj) == cj);
+  chunk_result cr{k, r, 2, true, 2, 4096, 3, f};
+  CHECK(roundtrip(cr) == cr);
+  batch_done bd{77, 4, "out of bounds"};
+  CHECK(roundtrip(bd) == bd);
+}
+
+TEST_CASE_METHOD(coordinator_fixture, "messages with actor handles round-trip",
+                 "[messages][serialization]") {
+  auto boot = sys.spawn(bootstrap, std::string{"prefill-0"}, uint64_t{1});
+  bootstrap_locator loc{boot, "127.0.0.1", 8998};
+  CHECK(roundtrip(loc) == loc);
+  topology t{"prefill-0", 5, 1, 1, {}};
+  CHECK(roundtrip(t) == t);
+  room_request req{room_key{1, 2}, sample_rank(), {}, {5, 6}, 0};
+  CHECK(roundtrip(req) == req);
+  caf::anon_send_exit(boot, caf::exit_reason::kill);
+  sched.run();
+}

@@ -1,0 +1,140 @@
+// A prefill instance (bootstrap + one rank) and decode ranks on CAF's
+// deterministic scheduler, moving bytes with the inproc transport, built
+// through the same runtime a scheduler uses. Time is virtual: deadlines fire
+// only through advance_time() / sched.trigger_timeout().
+#pragma once
+
+#include "tests/support/caf_catch.hpp"  // first
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <caf/actor_system_config.hpp>
+
+#include "actors/bootstrap/bootstrap_actor.hpp"
+#include "actors/facade/runtime.hpp"
+#include "actors/rank/decode_rank.hpp"
+#include "actors/rank/prefill_rank.hpp"
+#include "actors/transfer/transfer_actor.hpp"
+#include "apps/common/host_pool.hpp"
+#include "apps/common/kv_pattern.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/type_registry.hpp"
+
+namespace kvferry::test {
+
+struct test_config : caf::actor_system_config {
+  test_config() { register_types(*this); }
+};
+
+using coordinator_fixture = test_coordinator_fixture<test_config>;
+
+/// One rank's pool plus the runtime serving it.
+struct rank_under_test {
+  std::unique_ptr<apps::host_pool> pool;
+  std::unique_ptr<runtime> rt;
+};
+
+struct pair_fixture : coordinator_fixture {
+  apps::model_shape shape{"test", 2, 2, 8, kv_dtype::bf16, false};  // item_len 32 B/token
+  uint32_t page_size = 4;
+  uint32_t pool_pages = 64;
+  uint32_t aux_rows = 8;
+  deadlines limits;
+  uint64_t seed = 7;
+
+  bootstrap_actor boot;
+  rank_under_test prefill;
+  rank_under_test decode;
+
+  pair_fixture() {
+    limits.bootstrapping = std::chrono::seconds{60};
+    limits.waiting_for_input = std::chrono::seconds{300};
+    limits.transferring = std::chrono::seconds{60};
+    limits.verdict = std::chrono::seconds{5};
+  }
+
+  ~pair_fixture() override {
+    decode.rt.reset();
+    prefill.rt.reset();
+    for (auto& r : extra_)
+      r.rt.reset();
+    if (boot)
+      caf::anon_send_exit(boot, caf::exit_reason::kill);
+    sched.run();
+  }
+
+  bootstrap_locator where() const { return bootstrap_locator{boot, "", 0}; }
+
+  /// Starts a rank with its own pool of `shape` and `page`.
+  rank_under_test make_rank(role side, const apps::model_shape& s, uint32_t page,
+                            std::string instance) {
+    rank_under_test r;
+    r.pool = std::make_unique<apps::host_pool>(s, page, pool_pages, aux_rows);
+    rank_options o;
+    o.side = side;
+    o.instance = std::move(instance);
+    o.pool = r.pool->describe();
+    o.transport = "inproc";
+    o.limits = limits;
+    o.wait_on_stop = false;
+    if (side == role::prefill)
+      o.bootstrap = where();
+    auto rt = runtime::start(sys, std::move(o));
+    REQUIRE(rt);
+    r.rt = std::move(*rt);
+    return r;
+  }
+
+  /// Bootstrap, prefill rank, decode rank; runs until the prefill registered.
+  void start() {
+    boot = sys.spawn(bootstrap, std::string{"prefill-0"}, uint64_t{7});
+    prefill = make_rank(role::prefill, shape, page_size, "prefill-0");
+    decode = make_rank(role::decode, shape, page_size, "decode-0");
+    sched.run();
+  }
+
+  /// Another decode rank (kept until the fixture ends).
+  rank_under_test& extra_decode(const apps::model_shape& s, uint32_t page, std::string name) {
+    extra_.push_back(make_rank(role::decode, s, page, std::move(name)));
+    return extra_.back();
+  }
+
+  /// Writes the pattern of `room` into prefill pages `pages` (logical order).
+  void fill(const apps::host_pool& pool, uint64_t room, const std::vector<uint32_t>& pages,
+            std::optional<uint32_t> aux = std::nullopt) {
+    for (uint32_t b = 0; b < pool.buffers(); ++b)
+      for (uint32_t j = 0; j < pages.size(); ++j)
+        apps::fill_pattern(pool.page(b, pages[j]), pool.item_len(), seed, room, j, b);
+    if (aux)
+      apps::fill_aux(pool.aux_row(*aux), pool.aux_row_bytes(), seed, room);
+  }
+
+  /// True if decode pages `pages` hold the pattern of `room`.
+  bool holds(const apps::host_pool& pool, uint64_t room, const std::vector<uint32_t>& pages,
+             std::optional<uint32_t> aux = std::nullopt) {
+    for (uint32_t b = 0; b < pool.buffers(); ++b)
+      for (uint32_t j = 0; j < pages.size(); ++j)
+        if (!apps::check_pattern(pool.page(b, pages[j]), pool.item_len(), seed, room, j, b))
+          return false;
+    return !aux || apps::check_aux(pool.aux_row(*aux), pool.aux_row_bytes(), seed, room);
+  }
+
+  /// True if every byte of page `page` of every buffer is zero (never written).
+  static bool untouched(const apps::host_pool& pool, uint32_t page) {
+    for (uint32_t b = 0; b < pool.buffers(); ++b) {
+      auto* p = pool.page(b, page);
+      for (uint64_t i = 0; i < pool.item_len(); ++i)
+        if (p[i] != std::byte{0})
+          return false;
+    }
+    return true;
+  }
+
+ private:
+  std::deque<rank_under_test> extra_;
+};
+
+}  // namespace kvferry::test
