@@ -1,5 +1,7 @@
 #include "actors/log.hpp"
 
+#include <cstdlib>
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 namespace kvferry {
@@ -10,7 +12,9 @@ spdlog::logger& log() {
     if (!l) {
       l = spdlog::stderr_color_mt("kvferry");
       l->set_pattern("%H:%M:%S.%e %^%l%$ kvferry %v");
-      l->set_level(spdlog::level::warn);
+      // KVFERRY_LOG_LEVEL overrides the default (warn) for every binary.
+      auto* env = std::getenv("KVFERRY_LOG_LEVEL");
+      l->set_level(env ? spdlog::level::from_str(env) : spdlog::level::warn);
     }
     return l;
   }();
@@ -18,7 +22,8 @@ spdlog::logger& log() {
 }
 
 void set_log_level(std::string_view level) {
-  log().set_level(spdlog::level::from_str(std::string{level}));
+  if (std::getenv("KVFERRY_LOG_LEVEL") == nullptr)
+    log().set_level(spdlog::level::from_str(std::string{level}));
 }
 
 }  // namespace kvferry

@@ -8,10 +8,12 @@
 
 namespace kvferry {
 
-/// The "kvferry" logger, created on first use (stderr, colour when a tty).
+/// The "kvferry" logger, created on first use (stderr, colour when a tty). Its
+/// level is warn, or KVFERRY_LOG_LEVEL from the environment.
 spdlog::logger& log();
 
-/// Sets the level by name (trace, debug, info, warn, error, critical, off).
+/// Sets the level by name (trace, debug, info, warn, error, critical, off),
+/// unless KVFERRY_LOG_LEVEL is set: the environment wins.
 void set_log_level(std::string_view level);
 
 }  // namespace kvferry

@@ -57,7 +57,10 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   auto made = transport::make_transport(o.transport, o.transport_options);
   if (!made.ok())
     return make_error(errc::invalid_argument, "transport: " + made.error().to_string());
-  std::shared_ptr<transport::transport> net = std::move(made).value();
+  auto owned = std::move(made).value();
+  if (o.wrap_transport)
+    owned = o.wrap_transport(std::move(owned));
+  std::shared_ptr<transport::transport> net = std::move(owned);
 
   // Register every buffer; the layout names them by region id.
   std::vector<uint32_t> kv_regions, aux_regions;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,6 +43,10 @@ struct rank_options {
   deadlines limits;
   /// Prefill: the bootstrap this rank registers with.
   bootstrap_locator bootstrap;
+  /// Wraps the transport before the rank uses it (fault injection in tests,
+  /// instrumentation); identity when empty.
+  std::function<std::unique_ptr<transport::transport>(std::unique_ptr<transport::transport>)>
+    wrap_transport;
   /// Stop waits until the rank's actors (and so its transport threads) are
   /// gone, so the pool's memory may be freed right after. Tests on CAF's
   /// deterministic scheduler set it to false.

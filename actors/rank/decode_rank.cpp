@@ -37,6 +37,21 @@ void sync(self_ptr self, decode_room& room) {
     self->delayed_send(self, t->after, deadline_atom_v, room.key().room, t->epoch);
 }
 
+/// Sends a decided room's verdict to its prefill ranks, once they are known.
+void send_verdict(self_ptr self, decode_room& room) {
+  auto p = self->state.peers.find(room.peer());
+  if (room.verdict_sent() || !room.decision().decided() || p == self->state.peers.end() ||
+      p->second.handles.empty())
+    return;
+  auto& v = *room.decision().outcome();
+  room_verdict msg{room.key(), v.outcome, v.why};
+  for (auto& [rank, handle] : p->second.handles)
+    if (room.sources().empty() ||
+        std::find(room.sources().begin(), room.sources().end(), rank) != room.sources().end())
+      self->send(handle, msg);
+  room.mark_verdict_sent();
+}
+
 /// Applies a verdict this rank, the room's decider, just reached, and sends it
 /// to every prefill rank of the room.
 void apply(self_ptr self, decode_room& room, const std::optional<verdict>& v) {
@@ -51,14 +66,7 @@ void apply(self_ptr self, decode_room& room, const std::optional<verdict>& v) {
     log().info("{} {}: Failed: {}", who(self), to_string(room.key()), to_string(v->why));
   }
   sync(self, room);
-  auto p = self->state.peers.find(room.peer());
-  if (p == self->state.peers.end())
-    return;
-  room_verdict msg{room.key(), v->outcome, v->why};
-  for (auto& [rank, handle] : p->second.handles)
-    if (room.sources().empty() ||
-        std::find(room.sources().begin(), room.sources().end(), rank) != room.sources().end())
-      self->send(handle, msg);
+  send_verdict(self, room);
 }
 
 void fail_room(self_ptr self, decode_room& room, failure why) {
@@ -98,6 +106,9 @@ void refuse(self_ptr self, const std::string& key, failure why) {
   peer.in_flight = false;
   log().error("{} prefill instance at {} refused: {}", who(self), key, to_string(why));
   for_rooms_of(self, key, [&](decode_room& room) { fail_room(self, room, why); });
+  for (auto& [id, room] : self->state.rooms)
+    if (room.peer() == key)
+      send_verdict(self, room);
 }
 
 void start_resolve(self_ptr self, const std::string& key);
@@ -137,6 +148,10 @@ void on_accepted(self_ptr self, const std::string& key, const rank_ref& src) {
   log().info("{} handshake with prefill instance at {} done ({} source rank{})", who(self), key,
              peer.sources.size(), peer.sources.size() == 1 ? "" : "s");
   for_rooms_of(self, key, [&](decode_room& room) { attach(self, room, peer); });
+  // Rooms that failed here before the sources were known tell them now.
+  for (auto& [id, room] : self->state.rooms)
+    if (room.peer() == key)
+      send_verdict(self, room);
 }
 
 void on_topology(self_ptr self, const std::string& key, topology topo) {

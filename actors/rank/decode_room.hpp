@@ -58,6 +58,11 @@ class decode_room {
 
   uint64_t bytes_landed() const { return bytes_; }
 
+  /// True once the verdict went to the prefill ranks (false while they are
+  /// not known yet: it goes when the handshake completes).
+  bool verdict_sent() const { return verdict_sent_; }
+  void mark_verdict_sent() { verdict_sent_ = true; }
+
  private:
   failure make(errc code, std::string cause) const { return failure{code, std::move(cause), self_}; }
 
@@ -75,6 +80,7 @@ class decode_room {
   std::vector<rank_ref> done_;
   bool requested_ = false;
   uint64_t bytes_ = 0;
+  bool verdict_sent_ = false;
 };
 
 }  // namespace kvferry

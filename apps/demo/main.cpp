@@ -14,7 +14,6 @@
 #include <thread>
 
 #include <caf/actor_system.hpp>
-#include <caf/exec_main.hpp>
 #include <caf/io/middleman.hpp>
 
 #include "actors/bootstrap/bootstrap_actor.hpp"
@@ -123,7 +122,7 @@ std::optional<std::pair<bootstrap_actor, uint16_t>> publish_bootstrap(caf::actor
   return std::make_pair(boot, *port);
 }
 
-int caf_main(caf::actor_system& sys, const demo_config& cfg) {
+int run(caf::actor_system& sys, const demo_config& cfg) {
   set_log_level(cfg.log_level);
   auto shape = shape_of(cfg.model);
   auto w = workload_of(cfg);
@@ -204,4 +203,16 @@ int caf_main(caf::actor_system& sys, const demo_config& cfg) {
 
 }  // namespace
 
-CAF_MAIN()
+// Not CAF_MAIN: its exec_main drops the exit code, and the exit code is how
+// scripts and tests learn that a room failed or a byte differed.
+int main(int argc, char** argv) {
+  demo_config cfg;
+  if (auto err = cfg.parse(argc, argv)) {
+    std::cerr << "kvferry-demo: " << caf::to_string(err) << "\n";
+    return 2;
+  }
+  if (cfg.cli_helptext_printed)
+    return 0;
+  caf::actor_system sys{cfg};
+  return run(sys, cfg);
+}

@@ -15,6 +15,7 @@
 
 #include "actors/bootstrap/bootstrap_actor.hpp"
 #include "actors/facade/runtime.hpp"
+#include "actors/log.hpp"
 #include "actors/rank/decode_rank.hpp"
 #include "actors/rank/prefill_rank.hpp"
 #include "actors/transfer/transfer_actor.hpp"
@@ -43,6 +44,10 @@ struct pair_fixture : coordinator_fixture {
   uint32_t pool_pages = 64;
   uint32_t aux_rows = 8;
   deadlines limits;
+  std::optional<deadlines> prefill_limits;  ///< per side, when they should differ
+  std::optional<deadlines> decode_limits;
+  std::function<std::unique_ptr<transport::transport>(std::unique_ptr<transport::transport>)>
+    wrap_prefill_transport;
   uint64_t seed = 7;
 
   bootstrap_actor boot;
@@ -50,6 +55,7 @@ struct pair_fixture : coordinator_fixture {
   rank_under_test decode;
 
   pair_fixture() {
+    set_log_level("off");  // refusals are expected here; KVFERRY_LOG_LEVEL=info shows them
     limits.bootstrapping = std::chrono::seconds{60};
     limits.waiting_for_input = std::chrono::seconds{300};
     limits.transferring = std::chrono::seconds{60};
@@ -70,18 +76,21 @@ struct pair_fixture : coordinator_fixture {
 
   /// Starts a rank with its own pool of `shape` and `page`.
   rank_under_test make_rank(role side, const apps::model_shape& s, uint32_t page,
-                            std::string instance) {
+                            std::string instance, uint32_t tp_size = 1) {
     rank_under_test r;
     r.pool = std::make_unique<apps::host_pool>(s, page, pool_pages, aux_rows);
     rank_options o;
     o.side = side;
     o.instance = std::move(instance);
+    o.tp_size = tp_size;
     o.pool = r.pool->describe();
     o.transport = "inproc";
-    o.limits = limits;
+    o.limits = side == role::prefill ? prefill_limits.value_or(limits) : decode_limits.value_or(limits);
     o.wait_on_stop = false;
-    if (side == role::prefill)
+    if (side == role::prefill) {
       o.bootstrap = where();
+      o.wrap_transport = wrap_prefill_transport;
+    }
     auto rt = runtime::start(sys, std::move(o));
     REQUIRE(rt);
     r.rt = std::move(*rt);
@@ -97,8 +106,9 @@ struct pair_fixture : coordinator_fixture {
   }
 
   /// Another decode rank (kept until the fixture ends).
-  rank_under_test& extra_decode(const apps::model_shape& s, uint32_t page, std::string name) {
-    extra_.push_back(make_rank(role::decode, s, page, std::move(name)));
+  rank_under_test& extra_decode(const apps::model_shape& s, uint32_t page, std::string name,
+                                uint32_t tp_size = 1) {
+    extra_.push_back(make_rank(role::decode, s, page, std::move(name), tp_size));
     return extra_.back();
   }
 

@@ -1,0 +1,224 @@
+// Every non-terminal state has a deadline, on both sides; a room that passes
+// one fails with a cause naming the state, and both sides conclude the same.
+// Time is the coordinator's: nothing here sleeps.
+#include "tests/support/pair_fixture.hpp"
+
+using namespace kvferry;
+using namespace kvferry::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct deadline_fixture : pair_fixture {
+  /// Advances virtual time in steps, delivering what each step fires.
+  void pass(std::chrono::nanoseconds d, std::chrono::nanoseconds step = 1s) {
+    for (auto t = std::chrono::nanoseconds{0}; t < d; t += step) {
+      sched.advance_time(std::min(step, d - t));
+      sched.run();
+    }
+  }
+
+  std::vector<uint32_t> src{1, 2, 3, 4};
+  std::vector<uint32_t> dst{9, 8, 7, 6};
+};
+
+deadlines with(std::chrono::seconds boot, std::chrono::seconds wait, std::chrono::seconds xfer) {
+  deadlines d;
+  d.bootstrapping = boot;
+  d.waiting_for_input = wait;
+  d.transferring = xfer;
+  d.verdict = 5s;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(deadline_fixture, "prefill Bootstrapping: no decode ever asks", "[actors][deadline]") {
+  start();
+  auto s = prefill.rt->make_sender(1);
+  sched.run();
+  pass(59s);
+  CHECK(s.poll() == kv_poll::bootstrapping);
+  pass(1s);
+  REQUIRE(s.poll() == kv_poll::failed);
+  auto e = s.failure();
+  REQUIRE(e);
+  CHECK(e->why.code == errc::deadline);
+  CHECK(e->why.cause == "room 1 stayed in Bootstrapping past its 60s deadline");
+  CHECK(e->why.origin.side == role::prefill);
+  // A decode that asks later gets the same verdict.
+  auto r = decode.rt->make_receiver(1, where());
+  r.init(dst, 0);
+  sched.run();
+  REQUIRE(r.poll() == kv_poll::failed);
+  CHECK(r.failure()->why == e->why);
+}
+
+TEST_CASE_METHOD(deadline_fixture, "prefill WaitingForInput: the scheduler never sends",
+                 "[actors][deadline]") {
+  prefill_limits = with(60s, 100s, 60s);
+  decode_limits = with(60s, 300s, 60s);
+  start();
+  auto r = decode.rt->make_receiver(2, where());
+  r.init(dst, 0);
+  auto s = prefill.rt->make_sender(2);
+  sched.run();
+  REQUIRE(s.poll() == kv_poll::waiting_for_input);
+  pass(99s);
+  CHECK(s.poll() == kv_poll::waiting_for_input);
+  pass(1s);
+  REQUIRE(s.poll() == kv_poll::failed);
+  REQUIRE(r.poll() == kv_poll::failed);
+  CHECK(s.failure()->why == r.failure()->why);
+  CHECK(r.failure()->why.cause == "room 2#" + std::to_string(r.failure()->room.generation) +
+                                    " stayed in WaitingForInput past its 100s deadline");
+  CHECK(r.failure()->why.origin.side == role::prefill);
+}
+
+TEST_CASE_METHOD(deadline_fixture, "decode WaitingForInput: the prefill scheduler never opens the room",
+                 "[actors][deadline]") {
+  decode_limits = with(60s, 10s, 60s);
+  start();
+  auto r = decode.rt->make_receiver(3, where());
+  r.init(dst, 0);
+  sched.run();
+  REQUIRE(r.poll() == kv_poll::waiting_for_input);
+  pass(10s);
+  REQUIRE(r.poll() == kv_poll::failed);
+  auto why = r.failure()->why;
+  CHECK(why.code == errc::deadline);
+  CHECK_THAT(why.cause, Catch::Contains("stayed in WaitingForInput past its 10s deadline"));
+  CHECK(why.origin.side == role::decode);
+  // The prefill scheduler opens it late: it concludes at once, with the same cause.
+  auto s = prefill.rt->make_sender(3);
+  sched.run();
+  REQUIRE(s.poll() == kv_poll::failed);
+  CHECK(s.failure()->why == why);
+}
+
+TEST_CASE_METHOD(deadline_fixture, "Transferring: the last chunk never comes", "[actors][deadline]") {
+  auto decode_first = GENERATE(true, false);
+  CAPTURE(decode_first);
+  prefill_limits = with(60s, 300s, decode_first ? 40s : 20s);
+  decode_limits = with(60s, 300s, decode_first ? 20s : 40s);
+  start();
+  auto r = decode.rt->make_receiver(4, where());
+  r.init(dst, 0);
+  auto s = prefill.rt->make_sender(4);
+  s.init(4, 0);
+  s.send({1, 2}, false);
+  sched.run();
+  REQUIRE(s.poll() == kv_poll::transferring);
+  REQUIRE(r.poll() == kv_poll::transferring);
+  pass(19s);
+  CHECK(r.poll() == kv_poll::transferring);
+  pass(1s);
+  REQUIRE(r.poll() == kv_poll::failed);
+  REQUIRE(s.poll() == kv_poll::failed);
+  CHECK(s.failure()->why == r.failure()->why);
+  CHECK_THAT(r.failure()->why.cause, Catch::Contains("stayed in Transferring past its 20s deadline"));
+  CHECK(r.failure()->why.origin.side == (decode_first ? role::decode : role::prefill));
+}
+
+TEST_CASE_METHOD(deadline_fixture, "progress re-arms the Transferring deadline", "[actors][deadline]") {
+  prefill_limits = decode_limits = with(60s, 300s, 20s);
+  start();
+  auto r = decode.rt->make_receiver(5, where());
+  r.init(dst, 0);
+  auto s = prefill.rt->make_sender(5);
+  s.init(4, 0);
+  s.send({1}, false);
+  sched.run();
+  pass(15s);
+  s.send({2}, false);
+  sched.run();
+  pass(15s);
+  s.send({3, 4}, true);
+  sched.run();
+  CHECK(r.poll() == kv_poll::success);
+  CHECK(s.poll() == kv_poll::success);
+}
+
+TEST_CASE_METHOD(deadline_fixture, "decode Bootstrapping: the prefill instance never completes",
+                 "[actors][deadline]") {
+  start();
+  // A second instance whose only rank never registers.
+  auto empty = sys.spawn(bootstrap, std::string{"prefill-empty"}, uint64_t{3});
+  auto r = decode.rt->make_receiver(6, bootstrap_locator{empty, "", 0});
+  r.init(dst, 0);
+  sched.run();
+  pass(59s, 250ms);
+  CHECK(r.poll() == kv_poll::bootstrapping);
+  pass(1s, 250ms);
+  REQUIRE(r.poll() == kv_poll::failed);
+  auto why = r.failure()->why;
+  CHECK(why.code == errc::bootstrap_unreachable);
+  CHECK_THAT(why.cause, Catch::Contains("stayed in Bootstrapping past its 60s deadline") &&
+                          Catch::Contains("prefill instance prefill-empty has 0 of 0 ranks registered"));
+  caf::anon_send_exit(empty, caf::exit_reason::kill);
+}
+
+namespace {
+
+/// A decider that never answers.
+decode_rank_actor::behavior_type silent_decoder() {
+  return {
+    [](room_open_atom, uint64_t, bootstrap_locator&, room_slot_ptr&) {},
+    [](receiver_init&) -> caf::result<void> { return caf::unit; },
+    [](room_abort_atom, uint64_t) -> caf::result<void> { return caf::unit; },
+    [](room_clear_atom, uint64_t) -> caf::result<void> { return caf::unit; },
+    [](room_poll_atom, uint64_t) -> room_status { return {}; },
+    [](chunk_landed&) {},
+    [](room_failure&) {},
+    [](room_verdict&) {},
+    [](deadline_atom, uint64_t, uint64_t) {},
+    [](retry_atom, std::string&) {},
+  };
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(deadline_fixture, "a rank whose decider never answers concludes with its own cause",
+                 "[actors][deadline]") {
+  start();
+  auto silent = sys.spawn(silent_decoder);
+  auto s = prefill.rt->make_sender(7);
+  sched.run();
+  // A request from a rank that never registered: refused, reported to the decider.
+  caf::anon_send(prefill.rt->prefill(),
+                 room_request{room_key{7, 1}, rank_ref{role::decode, "ghost", 1, 0, 0}, silent,
+                              dst, 0});
+  sched.run();
+  CHECK(s.poll() == kv_poll::bootstrapping);
+  pass(4s);
+  CHECK(s.poll() == kv_poll::bootstrapping);
+  pass(1s);
+  REQUIRE(s.poll() == kv_poll::failed);
+  CHECK(s.failure()->why.code == errc::invalid_argument);
+  CHECK_THAT(s.failure()->why.cause, Catch::Contains("ghost tp0 pp0, which has not registered"));
+  caf::anon_send_exit(silent, caf::exit_reason::kill);
+}
+
+TEST_CASE_METHOD(deadline_fixture, "a rank that goes down fails the rooms that involve it",
+                 "[actors][deadline]") {
+  start();
+  auto r = decode.rt->make_receiver(8, where());
+  r.init(dst, 0);
+  auto s = prefill.rt->make_sender(8);
+  sched.run();
+  REQUIRE(s.poll() == kv_poll::waiting_for_input);
+  SECTION("decode dies") {
+    caf::anon_send_exit(decode.rt->decode(), caf::exit_reason::kill);
+    sched.run();
+    REQUIRE(s.poll() == kv_poll::failed);
+    CHECK(s.failure()->why.code == errc::peer_down);
+    CHECK_THAT(s.failure()->why.cause, Catch::Contains("decode decode-0 tp0 pp0 went down"));
+  }
+  SECTION("prefill dies") {
+    caf::anon_send_exit(prefill.rt->prefill(), caf::exit_reason::kill);
+    sched.run();
+    REQUIRE(r.poll() == kv_poll::failed);
+    CHECK(r.failure()->why.code == errc::peer_down);
+    CHECK_THAT(r.failure()->why.cause, Catch::Contains("prefill prefill-0 tp0 pp0 went down"));
+  }
+}

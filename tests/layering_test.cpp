@@ -1,0 +1,95 @@
+// Reads every #include of the tree and names the file that crosses a line of
+// the design card: messages/ knows only std and CAF; transport/ knows no CAF
+// and nothing of messages/ or actors/, and a backend never includes a sibling;
+// actors/ uses the transport only through its interface headers; nothing but
+// tests/ includes tests/.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct include {
+  std::string file;
+  int line;
+  std::string target;
+  bool angled;
+};
+
+std::vector<include> includes_under(const fs::path& root, const std::string& folder) {
+  std::vector<include> out;
+  std::regex inc{R"(^\s*#\s*include\s*([<"])([^>"]+)[>"])"};
+  for (auto& e : fs::recursive_directory_iterator(root / folder)) {
+    if (!e.is_regular_file())
+      continue;
+    auto ext = e.path().extension().string();
+    if (ext != ".hpp" && ext != ".cpp" && ext != ".h" && ext != ".cu" && ext != ".cuh")
+      continue;
+    std::ifstream in{e.path()};
+    std::string text;
+    int n = 0;
+    while (std::getline(in, text)) {
+      ++n;
+      std::smatch m;
+      if (std::regex_search(text, m, inc))
+        out.push_back({fs::relative(e.path(), root).string(), n, m[2], m[1] == "<"});
+    }
+  }
+  return out;
+}
+
+bool starts(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+std::string where(const include& i) {
+  return i.file + ":" + std::to_string(i.line) + " includes " + i.target;
+}
+
+}  // namespace
+
+TEST_CASE("every #include respects the layering", "[layering]") {
+  fs::path root{KVFERRY_SOURCE_DIR};
+  std::vector<std::string> crossings;
+
+  for (auto& i : includes_under(root, "messages"))
+    if (starts(i.target, "transport/") || starts(i.target, "actors/") ||
+        starts(i.target, "apps/") || starts(i.target, "tests/") || starts(i.target, "spdlog"))
+      crossings.push_back(where(i) + " (messages/ knows std and CAF only)");
+
+  for (auto& i : includes_under(root, "transport")) {
+    if (starts(i.target, "caf/") || starts(i.target, "messages/") || starts(i.target, "actors/") ||
+        starts(i.target, "apps/") || starts(i.target, "tests/"))
+      crossings.push_back(where(i) + " (transport/ knows no CAF, messages/ or actors/)");
+    // A backend includes the shared headers and itself, never a sibling.
+    auto own = fs::path{i.file}.parent_path().string();
+    if (starts(i.target, "transport/") && fs::path{i.target}.parent_path() != "transport" &&
+        fs::path{i.target}.parent_path().string() != own && i.file != "transport/registry.cpp")
+      crossings.push_back(where(i) + " (a backend never includes a sibling backend)");
+  }
+
+  for (auto& i : includes_under(root, "actors")) {
+    if (starts(i.target, "apps/") || starts(i.target, "tests/"))
+      crossings.push_back(where(i) + " (actors/ knows messages/, transport/ and CAF)");
+    if (starts(i.target, "transport/") && fs::path{i.target}.parent_path() != "transport")
+      crossings.push_back(where(i) + " (actors/ uses the transport interface, not a backend)");
+  }
+
+  for (auto& i : includes_under(root, "apps"))
+    if (starts(i.target, "tests/"))
+      crossings.push_back(where(i) + " (apps/ never includes tests/)");
+
+  INFO("crossings:\n" << [&] {
+    std::string s;
+    for (auto& c : crossings)
+      s += "  " + c + "\n";
+    return s;
+  }());
+  CHECK(crossings.empty());
+}

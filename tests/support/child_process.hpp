@@ -1,0 +1,47 @@
+// A child process for end-to-end tests: started with fork/exec, its stdout and
+// stderr read through a pipe, waited for with a timeout (and killed on it).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvferry::test {
+
+class child_process {
+ public:
+  explicit child_process(std::vector<std::string> argv);
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+  /// Kills the child if it still runs.
+  ~child_process();
+
+  /// Reads output until a line satisfies `pred`; returns it, or nullopt on
+  /// timeout or end of output.
+  std::optional<std::string> wait_for_line(const std::function<bool(const std::string&)>& pred,
+                                           std::chrono::milliseconds timeout);
+
+  /// Reads the rest of the output and waits for the exit; the exit code, or
+  /// -1 if the child had to be killed after `timeout`.
+  int wait(std::chrono::milliseconds timeout);
+
+  /// Everything the child printed so far.
+  const std::string& output() const { return out_; }
+
+  int pid() const { return pid_; }
+
+ private:
+  /// Reads what is available within `timeout`; false at end of output.
+  bool pump(std::chrono::milliseconds timeout);
+
+  int pid_ = -1;
+  int fd_ = -1;
+  bool eof_ = false;
+  std::string out_;
+  size_t scanned_ = 0;  // lines before this offset were offered to wait_for_line
+  std::optional<int> status_;
+};
+
+}  // namespace kvferry::test

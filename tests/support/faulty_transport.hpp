@@ -1,0 +1,68 @@
+// Wraps any transport and injects faults into its posts, the way leveldb's
+// fault-injection Env wraps an Env: chosen posts complete with an error, or
+// throw, while every other call goes to the real backend.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+
+#include "transport/transport.hpp"
+
+namespace kvferry::test {
+
+namespace tp = ::kvferry::transport;
+
+class faulty_transport final : public tp::transport {
+ public:
+  struct plan {
+    std::mutex mu;
+    std::map<uint64_t, tp::status> fail;  ///< post number → completion error
+    std::map<uint64_t, std::string> throw_at;    ///< post number → exception text
+    std::atomic<uint64_t> posts{0};
+  };
+
+  faulty_transport(std::unique_ptr<tp::transport> inner, std::shared_ptr<plan> p)
+    : inner_(std::move(inner)), plan_(std::move(p)) {}
+
+  std::string_view name() const override { return inner_->name(); }
+  tp::caps capabilities() const override { return inner_->capabilities(); }
+  std::string endpoint() const override { return inner_->endpoint(); }
+  tp::result<tp::region_id> register_region(void* base, uint64_t len) override {
+    return inner_->register_region(base, len);
+  }
+  tp::status deregister_region(tp::region_id id) override {
+    return inner_->deregister_region(id);
+  }
+  tp::result<tp::peer_id> connect(const std::string& endpoint) override {
+    return inner_->connect(endpoint);
+  }
+  void set_completion_handler(tp::completion_handler h) override {
+    handler_ = h;
+    inner_->set_completion_handler(std::move(h));
+  }
+
+  tp::status post(tp::peer_id peer, tp::write_batch batch) override {
+    auto n = plan_->posts++;
+    std::unique_lock guard{plan_->mu};
+    if (auto t = plan_->throw_at.find(n); t != plan_->throw_at.end())
+      throw std::runtime_error(t->second);
+    if (auto f = plan_->fail.find(n); f != plan_->fail.end()) {
+      auto st = f->second;
+      guard.unlock();
+      handler_(tp::completion{batch.cookie, st});
+      return {};
+    }
+    guard.unlock();
+    return inner_->post(peer, std::move(batch));
+  }
+
+ private:
+  std::unique_ptr<tp::transport> inner_;
+  std::shared_ptr<plan> plan_;
+  tp::completion_handler handler_;
+};
+
+}  // namespace kvferry::test
