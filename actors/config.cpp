@@ -18,15 +18,15 @@ void prepare(caf::actor_system_config& cfg) {
 config::config() {
   prepare(*this);
   opt_group{custom_options_, "kvferry"}
-    .add(limits.bootstrapping, "bootstrap-timeout",
-         "deadline of a room in Bootstrapping (prefill: its request; decode: the handshake)")
-    .add(limits.waiting_for_input, "waiting-timeout",
-         "deadline of a room in WaitingForInput, re-armed by progress")
-    .add(limits.transferring, "transfer-timeout",
-         "deadline of a room in Transferring, re-armed by every chunk")
-    .add(limits.verdict, "verdict-timeout",
-         "how long a rank that reported a failure waits for the room's verdict")
-    .add(log_level, "log-level", "trace, debug, info, warn, error or off");
+      .add(limits.bootstrapping, "bootstrap-timeout",
+           "deadline of a room in Bootstrapping (prefill: its request; decode: the handshake)")
+      .add(limits.waiting_for_input, "waiting-timeout",
+           "deadline of a room in WaitingForInput, re-armed by progress")
+      .add(limits.transferring, "transfer-timeout",
+           "deadline of a room in Transferring, re-armed by every chunk")
+      .add(limits.verdict, "verdict-timeout",
+           "how long a rank that reported a failure waits for the room's verdict")
+      .add(log_level, "log-level", "trace, debug, info, warn, error or off");
 }
 
 }  // namespace kvferry

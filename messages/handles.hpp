@@ -63,54 +63,44 @@ struct batch_done;
 
 /// The directory of one prefill instance, published on its bootstrap port.
 using bootstrap_actor = caf::typed_actor<
-  // A prefill rank joins; the reply carries the instance generation.
-  caf::replies_to<rank_registration>::with<registration_ack>,
-  // A decode rank asks who serves the instance.
-  caf::replies_to<topology_atom>::with<topology>>;
+    // A prefill rank joins; the reply carries the instance generation.
+    caf::replies_to<rank_registration>::with<registration_ack>,
+    // A decode rank asks who serves the instance.
+    caf::replies_to<topology_atom>::with<topology>>;
 
 /// A decode rank, as its scheduler and its prefill peers see it.
 using decode_rank_actor = caf::typed_actor<
-  // scheduler: open (room, where its prefill instance is, published slot)
-  caf::reacts_to<room_open_atom, uint64_t, bootstrap_locator, room_slot_ptr>,
-  caf::reacts_to<receiver_init>,
-  caf::reacts_to<room_abort_atom, uint64_t>,
-  caf::reacts_to<room_clear_atom, uint64_t>,
-  caf::replies_to<room_poll_atom, uint64_t>::with<room_status>,
-  // prefill ranks
-  caf::reacts_to<chunk_landed>,
-  caf::reacts_to<room_failure>,
-  caf::reacts_to<room_verdict>,
-  // own timers: (room, epoch) deadlines and topology retries (peer key)
-  caf::reacts_to<deadline_atom, uint64_t, uint64_t>,
-  caf::reacts_to<retry_atom, std::string>>;
+    // scheduler: open (room, where its prefill instance is, published slot)
+    caf::reacts_to<room_open_atom, uint64_t, bootstrap_locator, room_slot_ptr>,
+    caf::reacts_to<receiver_init>, caf::reacts_to<room_abort_atom, uint64_t>,
+    caf::reacts_to<room_clear_atom, uint64_t>,
+    caf::replies_to<room_poll_atom, uint64_t>::with<room_status>,
+    // prefill ranks
+    caf::reacts_to<chunk_landed>, caf::reacts_to<room_failure>, caf::reacts_to<room_verdict>,
+    // own timers: (room, epoch) deadlines and topology retries (peer key)
+    caf::reacts_to<deadline_atom, uint64_t, uint64_t>, caf::reacts_to<retry_atom, std::string>>;
 
 /// A prefill rank, as its scheduler, its decode peers and its transfer actor see it.
 using prefill_rank_actor = caf::typed_actor<
-  // scheduler
-  caf::reacts_to<room_open_atom, uint64_t, room_slot_ptr>,
-  caf::reacts_to<sender_init>,
-  caf::reacts_to<chunk_send>,
-  caf::reacts_to<room_abort_atom, uint64_t>,
-  caf::reacts_to<room_clear_atom, uint64_t>,
-  caf::replies_to<room_poll_atom, uint64_t>::with<room_status>,
-  // decode ranks
-  caf::replies_to<dest_registration>::with<dest_accepted>,
-  caf::reacts_to<room_request>,
-  caf::reacts_to<room_verdict>,
-  // own transfer actor
-  caf::reacts_to<chunk_result>,
-  // own timers: (room, epoch) deadlines, (room, generation) expiry of requests
-  // for rooms not open yet, registration retries
-  caf::reacts_to<deadline_atom, uint64_t, uint64_t>,
-  caf::reacts_to<expire_atom, uint64_t, uint64_t>,
-  caf::reacts_to<register_atom>>;
+    // scheduler
+    caf::reacts_to<room_open_atom, uint64_t, room_slot_ptr>, caf::reacts_to<sender_init>,
+    caf::reacts_to<chunk_send>, caf::reacts_to<room_abort_atom, uint64_t>,
+    caf::reacts_to<room_clear_atom, uint64_t>,
+    caf::replies_to<room_poll_atom, uint64_t>::with<room_status>,
+    // decode ranks
+    caf::replies_to<dest_registration>::with<dest_accepted>, caf::reacts_to<room_request>,
+    caf::reacts_to<room_verdict>,
+    // own transfer actor
+    caf::reacts_to<chunk_result>,
+    // own timers: (room, epoch) deadlines, (room, generation) expiry of requests
+    // for rooms not open yet, registration retries
+    caf::reacts_to<deadline_atom, uint64_t, uint64_t>,
+    caf::reacts_to<expire_atom, uint64_t, uint64_t>, caf::reacts_to<register_atom>>;
 
 /// Turns chunks into coalesced transport writes for one prefill rank.
-using transfer_actor = caf::typed_actor<
-  caf::reacts_to<peer_connect>,
-  caf::reacts_to<chunk_job>,
-  // completions of the transport, delivered as messages
-  caf::reacts_to<batch_done>>;
+using transfer_actor = caf::typed_actor<caf::reacts_to<peer_connect>, caf::reacts_to<chunk_job>,
+                                        // completions of the transport, delivered as messages
+                                        caf::reacts_to<batch_done>>;
 
 }  // namespace kvferry
 

@@ -9,12 +9,12 @@ namespace kvferry {
 namespace {
 
 constexpr std::array<std::pair<kv_dtype, std::string_view>, 6> dtype_names{{
-  {kv_dtype::f32, "f32"},
-  {kv_dtype::f16, "f16"},
-  {kv_dtype::bf16, "bf16"},
-  {kv_dtype::fp8_e4m3, "fp8_e4m3"},
-  {kv_dtype::fp8_e5m2, "fp8_e5m2"},
-  {kv_dtype::int8, "int8"},
+    {kv_dtype::f32, "f32"},
+    {kv_dtype::f16, "f16"},
+    {kv_dtype::bf16, "bf16"},
+    {kv_dtype::fp8_e4m3, "fp8_e4m3"},
+    {kv_dtype::fp8_e5m2, "fp8_e5m2"},
+    {kv_dtype::int8, "int8"},
 }};
 
 std::string join(const std::vector<uint32_t>& xs) {
@@ -167,8 +167,8 @@ std::optional<std::string> compare(const kv_layout& p, const kv_layout& d) {
   if (auto m = differ("aux buffer count", p.aux_buffers.size(), d.aux_buffers.size()))
     return m;
   for (size_t i = 0; i < p.aux_buffers.size(); ++i)
-    if (auto m = differ("aux buffer " + std::to_string(i) + " item_len",
-                        p.aux_buffers[i].item_len, d.aux_buffers[i].item_len))
+    if (auto m = differ("aux buffer " + std::to_string(i) + " item_len", p.aux_buffers[i].item_len,
+                        d.aux_buffers[i].item_len))
       return m;
   return std::nullopt;
 }

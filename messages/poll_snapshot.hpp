@@ -28,7 +28,9 @@ class room_slot {
   room_slot& operator=(const room_slot&) = delete;
 
   /// The current state (acquire load).
-  kv_poll state() const noexcept { return static_cast<kv_poll>(state_.load(std::memory_order_acquire)); }
+  kv_poll state() const noexcept {
+    return static_cast<kv_poll>(state_.load(std::memory_order_acquire));
+  }
 
   /// The room's error once it is Failed; nullopt before.
   std::optional<transfer_error> error() const;

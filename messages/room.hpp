@@ -30,7 +30,8 @@ namespace kvferry {
 struct dest_registration {
   rank_ref decode_rank;
   decode_rank_actor handle;
-  std::string data_endpoint;  ///< where the prefill's transport connects, e.g. "tcp://127.0.0.1:4711"
+  std::string
+      data_endpoint;  ///< where the prefill's transport connects, e.g. "tcp://127.0.0.1:4711"
   kv_layout layout;
 
   friend bool operator==(const dest_registration&, const dest_registration&) = default;

@@ -63,8 +63,8 @@ struct chunk_result {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chunk_result& x) {
-  return f(caf::meta::type_name("kvferry.chunk_result"), x.key, x.peer, x.chunk, x.last, x.pages, x.bytes,
-           x.writes, x.why);
+  return f(caf::meta::type_name("kvferry.chunk_result"), x.key, x.peer, x.chunk, x.last, x.pages,
+           x.bytes, x.writes, x.why);
 }
 
 /// A transport completion: batch `cookie` finished with status `code`

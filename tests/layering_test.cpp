@@ -85,11 +85,12 @@ TEST_CASE("every #include respects the layering", "[layering]") {
     if (starts(i.target, "tests/"))
       crossings.push_back(where(i) + " (apps/ never includes tests/)");
 
-  INFO("crossings:\n" << [&] {
-    std::string s;
-    for (auto& c : crossings)
-      s += "  " + c + "\n";
-    return s;
-  }());
+  INFO("crossings:\n"
+       << [&] {
+            std::string s;
+            for (auto& c : crossings)
+              s += "  " + c + "\n";
+            return s;
+          }());
   CHECK(crossings.empty());
 }

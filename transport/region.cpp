@@ -6,8 +6,8 @@ namespace kvferry::transport {
 
 result<region_id> region_table::add(void* base, uint64_t length) {
   if (base == nullptr || length == 0)
-    return status::invalid_argument("region of " + std::to_string(length) +
-                                    " B at " + (base ? "a valid address" : "null") +
+    return status::invalid_argument("region of " + std::to_string(length) + " B at " +
+                                    (base ? "a valid address" : "null") +
                                     ", expected a non-null base and a length above 0");
   auto addr = reinterpret_cast<uintptr_t>(base);
   if (addr + length < addr)

@@ -38,8 +38,8 @@ class region_table {
   /// The address of [offset, offset + length) of region `id`, or the error that
   /// names the region, the offset, the length and the region's size. `what`
   /// says whose region it is in messages ("local", "remote").
-  result<std::byte*> resolve(const read_guard& held, region_id id, uint64_t offset,
-                             uint64_t length, const char* what) const;
+  result<std::byte*> resolve(const read_guard& held, region_id id, uint64_t offset, uint64_t length,
+                             const char* what) const;
 
   /// Size of region `id`, 0 if unknown.
   uint64_t length_of(region_id id) const;

@@ -14,8 +14,8 @@ using factory = std::function<result<std::unique_ptr<transport>>(const options&)
 
 const std::vector<std::pair<std::string, factory>>& table() {
   static const std::vector<std::pair<std::string, factory>> rows{
-    {"inproc", [](const options& o) { return inproc::make_inproc_transport(o); }},
-    {"tcp", [](const options& o) { return tcp::make_tcp_transport(o); }},
+      {"inproc", [](const options& o) { return inproc::make_inproc_transport(o); }},
+      {"tcp", [](const options& o) { return tcp::make_tcp_transport(o); }},
   };
   return rows;
 }

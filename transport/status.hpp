@@ -41,7 +41,9 @@ class [[nodiscard]] status {
  public:
   status() = default;
 
-  static status invalid_argument(std::string msg) { return {code::invalid_argument, std::move(msg)}; }
+  static status invalid_argument(std::string msg) {
+    return {code::invalid_argument, std::move(msg)};
+  }
   static status unknown_region(std::string msg) { return {code::unknown_region, std::move(msg)}; }
   static status out_of_bounds(std::string msg) { return {code::out_of_bounds, std::move(msg)}; }
   static status unknown_peer(std::string msg) { return {code::unknown_peer, std::move(msg)}; }
@@ -75,7 +77,7 @@ class [[nodiscard]] status {
 template <class T>
 class [[nodiscard]] result {
  public:
-  result(T value) : v_(std::move(value)) {}  // NOLINT: implicit on purpose
+  result(T value) : v_(std::move(value)) {}       // NOLINT: implicit on purpose
   result(status error) : v_(std::move(error)) {}  // NOLINT: implicit on purpose
 
   bool ok() const { return v_.index() == 0; }

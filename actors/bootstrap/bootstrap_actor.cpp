@@ -20,38 +20,38 @@ bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<boots
     auto i = self->state.by_actor.find(dm.source);
     if (i == self->state.by_actor.end())
       return;
-    auto level = dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info
-                                                              : spdlog::level::warn;
+    auto level =
+        dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn;
     log().log(level, "[bootstrap {}] {} left ({})", self->state.dir.instance(),
               to_string(i->second), caf::to_string(dm.reason));
     self->state.dir.remove(i->second.tp, i->second.pp);
     self->state.by_actor.erase(i);
   });
   return {
-    [self](rank_registration& reg) -> caf::result<registration_ack> {
-      auto handle = reg.handle;
-      auto rank = reg.rank;
-      if (auto bad = self->state.dir.add(std::move(reg))) {
-        log().error("[bootstrap {}] refused {}: {}", self->state.dir.instance(), to_string(rank),
-                    *bad);
-        return make_error(errc::invalid_argument, *bad);
-      }
-      rank.instance = self->state.dir.instance();
-      rank.instance_generation = self->state.dir.generation();
-      // A re-registration replaces the old handle of the same (tp, pp).
-      for (auto i = self->state.by_actor.begin(); i != self->state.by_actor.end();) {
-        if (i->second.tp == rank.tp && i->second.pp == rank.pp)
-          i = self->state.by_actor.erase(i);
-        else
-          ++i;
-      }
-      self->state.by_actor.emplace(handle.address(), rank);
-      self->monitor(handle);
-      log().info("[bootstrap {}] {} registered ({} of the instance)", self->state.dir.instance(),
-                 to_string(rank), self->state.dir.size());
-      return registration_ack{self->state.dir.instance(), self->state.dir.generation()};
-    },
-    [self](topology_atom) -> topology { return self->state.dir.snapshot(); },
+      [self](rank_registration& reg) -> caf::result<registration_ack> {
+        auto handle = reg.handle;
+        auto rank = reg.rank;
+        if (auto bad = self->state.dir.add(std::move(reg))) {
+          log().error("[bootstrap {}] refused {}: {}", self->state.dir.instance(), to_string(rank),
+                      *bad);
+          return make_error(errc::invalid_argument, *bad);
+        }
+        rank.instance = self->state.dir.instance();
+        rank.instance_generation = self->state.dir.generation();
+        // A re-registration replaces the old handle of the same (tp, pp).
+        for (auto i = self->state.by_actor.begin(); i != self->state.by_actor.end();) {
+          if (i->second.tp == rank.tp && i->second.pp == rank.pp)
+            i = self->state.by_actor.erase(i);
+          else
+            ++i;
+        }
+        self->state.by_actor.emplace(handle.address(), rank);
+        self->monitor(handle);
+        log().info("[bootstrap {}] {} registered ({} of the instance)", self->state.dir.instance(),
+                   to_string(rank), self->state.dir.size());
+        return registration_ack{self->state.dir.instance(), self->state.dir.generation()};
+      },
+      [self](topology_atom) -> topology { return self->state.dir.snapshot(); },
   };
 }
 

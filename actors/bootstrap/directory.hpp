@@ -15,7 +15,7 @@ namespace kvferry {
 class directory {
  public:
   directory(std::string instance, uint64_t generation)
-    : instance_(std::move(instance)), generation_(generation) {}
+      : instance_(std::move(instance)), generation_(generation) {}
 
   const std::string& instance() const { return instance_; }
   uint64_t generation() const { return generation_; }

@@ -8,7 +8,7 @@
 namespace kvferry {
 
 receiver::receiver(decode_rank_actor rank, uint64_t room, room_slot_ptr slot)
-  : rank_(std::move(rank)), room_(room), slot_(std::move(slot)) {}
+    : rank_(std::move(rank)), room_(room), slot_(std::move(slot)) {}
 
 receiver& receiver::operator=(receiver&& other) noexcept {
   if (this != &other) {

@@ -50,10 +50,10 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   std::unique_ptr<runtime> rt{new runtime(sys, std::move(opts))};
   auto& o = rt->opts_;
   if (o.tp_rank >= o.tp_size || o.pp_rank >= o.pp_size)
-    return make_error(errc::invalid_argument,
-                      "rank tp" + std::to_string(o.tp_rank) + " pp" + std::to_string(o.pp_rank) +
-                        " outside tp_size " + std::to_string(o.tp_size) + " x pp_size " +
-                        std::to_string(o.pp_size));
+    return make_error(errc::invalid_argument, "rank tp" + std::to_string(o.tp_rank) + " pp" +
+                                                  std::to_string(o.pp_rank) + " outside tp_size " +
+                                                  std::to_string(o.tp_size) + " x pp_size " +
+                                                  std::to_string(o.pp_size));
   auto made = transport::make_transport(o.transport, o.transport_options);
   if (!made.ok())
     return make_error(errc::invalid_argument, "transport: " + made.error().to_string());
@@ -88,12 +88,12 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
 
   if (o.side == role::prefill) {
     rt->transfer_ = sys.spawn(kvferry::transfer, rt->rank_, pool, net);
-    prefill_rank_config cfg{rt->rank_, o.tp_size,   o.pp_size,   *layout,
-                            rt->endpoint_, o.limits, o.bootstrap, rt->transfer_};
+    prefill_rank_config cfg{rt->rank_,     o.tp_size, o.pp_size,   *layout,
+                            rt->endpoint_, o.limits,  o.bootstrap, rt->transfer_};
     rt->prefill_ = sys.spawn(prefill_rank, std::move(cfg));
   } else {
-    decode_rank_config cfg{rt->rank_,     o.tp_size, o.pp_size, pool, rt->endpoint_,
-                           o.limits, net,       first_generation()};
+    decode_rank_config cfg{rt->rank_,     o.tp_size, o.pp_size, pool,
+                           rt->endpoint_, o.limits,  net,       first_generation()};
     rt->decode_ = sys.spawn(decode_rank, std::move(cfg));
   }
   log().info("[{}] started: {} transport at {}", to_string(rt->rank_), o.transport, rt->endpoint_);
@@ -107,8 +107,8 @@ runtime::~runtime() {
 sender runtime::make_sender(uint64_t room) {
   auto slot = std::make_shared<room_slot>();
   if (!prefill_) {
-    slot->fail(room_key{room, 0}, failure{errc::invalid_argument,
-                                          "make_sender on a decode rank", rank_});
+    slot->fail(room_key{room, 0},
+               failure{errc::invalid_argument, "make_sender on a decode rank", rank_});
     return sender{prefill_, room, slot};
   }
   caf::anon_send(prefill_, room_open_atom_v, room, slot);
@@ -118,8 +118,8 @@ sender runtime::make_sender(uint64_t room) {
 receiver runtime::make_receiver(uint64_t room, bootstrap_locator where) {
   auto slot = std::make_shared<room_slot>();
   if (!decode_) {
-    slot->fail(room_key{room, 0}, failure{errc::invalid_argument,
-                                          "make_receiver on a prefill rank", rank_});
+    slot->fail(room_key{room, 0},
+               failure{errc::invalid_argument, "make_receiver on a prefill rank", rank_});
     return receiver{decode_, room, slot};
   }
   caf::anon_send(decode_, room_open_atom_v, room, std::move(where), slot);

@@ -46,7 +46,7 @@ struct rank_options {
   /// Wraps the transport before the rank uses it (fault injection in tests,
   /// instrumentation); identity when empty.
   std::function<std::unique_ptr<transport::transport>(std::unique_ptr<transport::transport>)>
-    wrap_transport;
+      wrap_transport;
   /// Stop waits until the rank's actors (and so its transport threads) are
   /// gone, so the pool's memory may be freed right after. Tests on CAF's
   /// deterministic scheduler set it to false.

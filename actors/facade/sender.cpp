@@ -8,7 +8,7 @@
 namespace kvferry {
 
 sender::sender(prefill_rank_actor rank, uint64_t room, room_slot_ptr slot)
-  : rank_(std::move(rank)), room_(room), slot_(std::move(slot)) {}
+    : rank_(std::move(rank)), room_(room), slot_(std::move(slot)) {}
 
 sender& sender::operator=(sender&& other) noexcept {
   if (this != &other) {

@@ -162,9 +162,9 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
   auto& peer = p->second;
   if (!topo.complete()) {
     resolve_failed(self, key,
-                   "prefill instance " + topo.instance + " has " + std::to_string(topo.ranks.size()) +
-                     " of " + std::to_string(size_t{topo.tp_size} * topo.pp_size) +
-                     " ranks registered");
+                   "prefill instance " + topo.instance + " has " +
+                       std::to_string(topo.ranks.size()) + " of " +
+                       std::to_string(size_t{topo.tp_size} * topo.pp_size) + " ranks registered");
     return;
   }
   auto& me = st.cfg.self;
@@ -172,9 +172,9 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
     refuse(self, key,
            failure{errc::unsupported,
                    "prefill TP " + std::to_string(topo.tp_size) + " x PP " +
-                     std::to_string(topo.pp_size) + " with decode TP " +
-                     std::to_string(st.cfg.tp_size) + " x PP " + std::to_string(st.cfg.pp_size) +
-                     ": this build pairs equal TP and PP sizes only",
+                       std::to_string(topo.pp_size) + " with decode TP " +
+                       std::to_string(st.cfg.tp_size) + " x PP " + std::to_string(st.cfg.pp_size) +
+                       ": this build pairs equal TP and PP sizes only",
                    me});
     return;
   }
@@ -182,8 +182,9 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
     return r.rank.tp == me.tp && r.rank.pp == me.pp;
   });
   if (src == topo.ranks.end()) {
-    resolve_failed(self, key, "no prefill rank tp" + std::to_string(me.tp) + " pp" +
-                                std::to_string(me.pp) + " in the topology");
+    resolve_failed(self, key,
+                   "no prefill rank tp" + std::to_string(me.tp) + " pp" + std::to_string(me.pp) +
+                       " in the topology");
     return;
   }
   peer.sources = {src->rank};
@@ -197,17 +198,18 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
                         st.cfg.pool.layout};
   auto src_rank = src->rank;
   self->request(src->handle, request_timeout, std::move(reg))
-    .then([self, key, src_rank](dest_accepted&) { on_accepted(self, key, src_rank); },
-          [self, key, src_rank](caf::error& err) {
-            auto why = to_failure(err, self->state.cfg.self);
-            if (why.code == errc::layout_mismatch || why.code == errc::unsupported) {
-              why.origin = src_rank;
-              refuse(self, key, std::move(why));
-            } else {
-              resolve_failed(self, key, "registration with " + to_string(src_rank) + ": " +
-                                          self->system().render(err));
-            }
-          });
+      .then([self, key, src_rank](dest_accepted&) { on_accepted(self, key, src_rank); },
+            [self, key, src_rank](caf::error& err) {
+              auto why = to_failure(err, self->state.cfg.self);
+              if (why.code == errc::layout_mismatch || why.code == errc::unsupported) {
+                why.origin = src_rank;
+                refuse(self, key, std::move(why));
+              } else {
+                resolve_failed(
+                    self, key,
+                    "registration with " + to_string(src_rank) + ": " + self->system().render(err));
+              }
+            });
 }
 
 void start_resolve(self_ptr self, const std::string& key) {
@@ -215,19 +217,18 @@ void start_resolve(self_ptr self, const std::string& key) {
   if (peer.in_flight || peer.phase != peer_t::stage::resolving)
     return;
   peer.in_flight = true;
-  resolve_bootstrap(self, peer.where, request_timeout,
-                    [self, key](caf::expected<bootstrap_actor> found) {
-                      if (!found) {
-                        resolve_failed(self, key, self->system().render(found.error()));
-                        return;
-                      }
-                      self->request(*found, request_timeout, topology_atom_v)
-                        .then([self, key](topology& topo) { on_topology(self, key, std::move(topo)); },
-                              [self, key](caf::error& err) {
-                                resolve_failed(self, key,
-                                               "topology query: " + self->system().render(err));
-                              });
-                    });
+  resolve_bootstrap(
+      self, peer.where, request_timeout, [self, key](caf::expected<bootstrap_actor> found) {
+        if (!found) {
+          resolve_failed(self, key, self->system().render(found.error()));
+          return;
+        }
+        self->request(*found, request_timeout, topology_atom_v)
+            .then([self, key](topology& topo) { on_topology(self, key, std::move(topo)); },
+                  [self, key](caf::error& err) {
+                    resolve_failed(self, key, "topology query: " + self->system().render(err));
+                  });
+      });
 }
 
 /// Finishes the room if every source delivered and the aux row is the room's.
@@ -241,7 +242,7 @@ void maybe_finish(self_ptr self, decode_room& room) {
       fail_room(self, room,
                 failure{errc::aux_mismatch,
                         "aux row " + std::to_string(room.aux_slot()) + " carries " +
-                          to_string(stamp) + ", expected " + to_string(room.key()),
+                            to_string(stamp) + ", expected " + to_string(room.key()),
                         st.cfg.self});
       return;
     }
@@ -250,8 +251,8 @@ void maybe_finish(self_ptr self, decode_room& room) {
 }
 
 caf::error unknown_room(self_ptr self, uint64_t id) {
-  return make_error(errc::unknown_room,
-                    "room " + std::to_string(id) + " is not open on " + to_string(self->state.cfg.self));
+  return make_error(errc::unknown_room, "room " + std::to_string(id) + " is not open on " +
+                                            to_string(self->state.cfg.self));
 }
 
 decode_room* find(self_ptr self, const room_key& key) {
@@ -264,7 +265,7 @@ decode_room* find(self_ptr self, const room_key& key) {
 }  // namespace
 
 decode_rank_actor::behavior_type decode_rank(
-  decode_rank_actor::stateful_pointer<decode_rank_state> self, decode_rank_config cfg) {
+    decode_rank_actor::stateful_pointer<decode_rank_state> self, decode_rank_config cfg) {
   self->state.cfg = std::move(cfg);
   self->state.next_generation = self->state.cfg.first_generation;
   self->set_down_handler([self](caf::down_msg& dm) {
@@ -277,10 +278,9 @@ decode_rank_actor::behavior_type decode_rank(
         continue;
       }
       auto gone = hit->first;
-      log().log(dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info
-                                                              : spdlog::level::warn,
-                "{} prefill {} went down: {}", who(self), to_string(gone),
-                caf::to_string(dm.reason));
+      log().log(
+          dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn,
+          "{} prefill {} went down: {}", who(self), to_string(gone), caf::to_string(dm.reason));
       failure why{errc::peer_down,
                   "prefill " + to_string(gone) + " went down (" + caf::to_string(dm.reason) + ")",
                   st.cfg.self};
@@ -290,129 +290,129 @@ decode_rank_actor::behavior_type decode_rank(
     }
   });
   return {
-    // -- scheduler ------------------------------------------------------------
-    [self](room_open_atom, uint64_t id, bootstrap_locator& where, room_slot_ptr& slot) {
-      auto& st = self->state;
-      if (st.rooms.count(id)) {
-        if (slot)
-          slot->fail(room_key{id, 0},
-                     failure{errc::duplicate_room,
-                             "room " + std::to_string(id) + " is already open on this rank",
-                             st.cfg.self});
-        return;
-      }
-      auto key = where.key();
-      room_key rk{id, st.next_generation++};
-      auto& room =
-        st.rooms.try_emplace(id, rk, std::move(slot), key, st.cfg.self, st.cfg.pool.layout,
-                             st.cfg.limits)
-          .first->second;
-      auto [p, fresh] = st.peers.try_emplace(key);
-      if (fresh)
-        p->second.where = where;
-      auto& peer = p->second;
-      switch (peer.phase) {
-        case peer_t::stage::ready:
-          attach(self, room, peer);
+      // -- scheduler ------------------------------------------------------------
+      [self](room_open_atom, uint64_t id, bootstrap_locator& where, room_slot_ptr& slot) {
+        auto& st = self->state;
+        if (st.rooms.count(id)) {
+          if (slot)
+            slot->fail(room_key{id, 0},
+                       failure{errc::duplicate_room,
+                               "room " + std::to_string(id) + " is already open on this rank",
+                               st.cfg.self});
           return;
-        case peer_t::stage::refused:
-          fail_room(self, room, peer.refusal);
-          return;
-        case peer_t::stage::resolving:
-          sync(self, room);
-          start_resolve(self, key);
-          return;
-      }
-    },
-    [self](receiver_init& msg) -> caf::result<void> {
-      auto i = self->state.rooms.find(msg.room);
-      if (i == self->state.rooms.end())
-        return unknown_room(self, msg.room);
-      auto& room = i->second;
-      if (auto bad = room.init(std::move(msg.dst_pages), msg.aux_slot)) {
-        fail_room(self, room, std::move(*bad));
+        }
+        auto key = where.key();
+        room_key rk{id, st.next_generation++};
+        auto& room = st.rooms
+                         .try_emplace(id, rk, std::move(slot), key, st.cfg.self, st.cfg.pool.layout,
+                                      st.cfg.limits)
+                         .first->second;
+        auto [p, fresh] = st.peers.try_emplace(key);
+        if (fresh)
+          p->second.where = where;
+        auto& peer = p->second;
+        switch (peer.phase) {
+          case peer_t::stage::ready:
+            attach(self, room, peer);
+            return;
+          case peer_t::stage::refused:
+            fail_room(self, room, peer.refusal);
+            return;
+          case peer_t::stage::resolving:
+            sync(self, room);
+            start_resolve(self, key);
+            return;
+        }
+      },
+      [self](receiver_init& msg) -> caf::result<void> {
+        auto i = self->state.rooms.find(msg.room);
+        if (i == self->state.rooms.end())
+          return unknown_room(self, msg.room);
+        auto& room = i->second;
+        if (auto bad = room.init(std::move(msg.dst_pages), msg.aux_slot)) {
+          fail_room(self, room, std::move(*bad));
+          return caf::unit;
+        }
+        // Cleared before any write can come: a stale row never passes the check.
+        if (room.aux_slot() != no_aux_slot)
+          write_stamp(self->state.cfg.pool, room.aux_slot(), room_key{});
+        if (room.has_sources() && !room.fsm().terminal() && !room.requested())
+          send_request(self, room);
+        sync(self, room);
         return caf::unit;
-      }
-      // Cleared before any write can come: a stale row never passes the check.
-      if (room.aux_slot() != no_aux_slot)
-        write_stamp(self->state.cfg.pool, room.aux_slot(), room_key{});
-      if (room.has_sources() && !room.fsm().terminal() && !room.requested())
-        send_request(self, room);
-      sync(self, room);
-      return caf::unit;
-    },
-    [self](room_abort_atom, uint64_t id) -> caf::result<void> {
-      auto i = self->state.rooms.find(id);
-      if (i == self->state.rooms.end())
-        return unknown_room(self, id);
-      fail_room(self, i->second,
-                failure{errc::aborted, "aborted by the decode scheduler", self->state.cfg.self});
-      return caf::unit;
-    },
-    [self](room_clear_atom, uint64_t id) -> caf::result<void> {
-      auto i = self->state.rooms.find(id);
-      if (i == self->state.rooms.end())
-        return unknown_room(self, id);
-      auto& room = i->second;
-      if (!room.fsm().terminal())
-        fail_room(self, room,
-                  failure{errc::aborted,
-                          "cleared by the decode scheduler in " + to_string(room.fsm().state()),
-                          self->state.cfg.self});
-      self->state.rooms.erase(i);
-      return caf::unit;
-    },
-    [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
-      auto i = self->state.rooms.find(id);
-      if (i == self->state.rooms.end())
-        return unknown_room(self, id);
-      auto& fsm = i->second.fsm();
-      return room_status{i->second.key(), fsm.state(), fsm.why()};
-    },
-    // -- prefill ranks --------------------------------------------------------
-    [self](chunk_landed& msg) {
-      auto* room = find(self, msg.key);
-      if (!room || room->fsm().terminal())
-        return;  // stale (another generation), or already decided
-      if (auto bad = room->landed(msg)) {
-        fail_room(self, *room, std::move(*bad));
-        return;
-      }
-      if (msg.last)
-        room->decision().finish(msg.prefill_rank);
-      maybe_finish(self, *room);
-      sync(self, *room);
-    },
-    [self](room_failure& msg) {
-      if (auto* room = find(self, msg.key))
-        fail_room(self, *room, std::move(msg.why));
-    },
-    [self](room_verdict& msg) {
-      // A prefill rank that concluded alone (before this room's request
-      // reached it) tells its outcome; it can only be a failure.
-      if (auto* room = find(self, msg.key); room && msg.outcome == kv_poll::failed)
-        fail_room(self, *room, std::move(msg.why));
-    },
-    // -- timers ---------------------------------------------------------------
-    [self](deadline_atom, uint64_t id, uint64_t epoch) {
-      auto& st = self->state;
-      auto i = st.rooms.find(id);
-      if (i == st.rooms.end() || !i->second.fsm().is_current(epoch))
-        return;
-      auto& room = i->second;
-      failure why{errc::deadline, room.fsm().stuck_cause(room.key()), st.cfg.self};
-      if (auto p = st.peers.find(room.peer());
-          p != st.peers.end() && p->second.phase == peer_t::stage::resolving &&
-          !p->second.last_error.empty()) {
-        why.code = errc::bootstrap_unreachable;
-        why.cause += " (prefill instance at " + room.peer() + ": " + p->second.last_error + ")";
-      }
-      fail_room(self, room, std::move(why));
-    },
-    [self](retry_atom, std::string& key) {
-      if (self->state.peers.count(key))
-        start_resolve(self, key);
-    },
+      },
+      [self](room_abort_atom, uint64_t id) -> caf::result<void> {
+        auto i = self->state.rooms.find(id);
+        if (i == self->state.rooms.end())
+          return unknown_room(self, id);
+        fail_room(self, i->second,
+                  failure{errc::aborted, "aborted by the decode scheduler", self->state.cfg.self});
+        return caf::unit;
+      },
+      [self](room_clear_atom, uint64_t id) -> caf::result<void> {
+        auto i = self->state.rooms.find(id);
+        if (i == self->state.rooms.end())
+          return unknown_room(self, id);
+        auto& room = i->second;
+        if (!room.fsm().terminal())
+          fail_room(self, room,
+                    failure{errc::aborted,
+                            "cleared by the decode scheduler in " + to_string(room.fsm().state()),
+                            self->state.cfg.self});
+        self->state.rooms.erase(i);
+        return caf::unit;
+      },
+      [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
+        auto i = self->state.rooms.find(id);
+        if (i == self->state.rooms.end())
+          return unknown_room(self, id);
+        auto& fsm = i->second.fsm();
+        return room_status{i->second.key(), fsm.state(), fsm.why()};
+      },
+      // -- prefill ranks --------------------------------------------------------
+      [self](chunk_landed& msg) {
+        auto* room = find(self, msg.key);
+        if (!room || room->fsm().terminal())
+          return;  // stale (another generation), or already decided
+        if (auto bad = room->landed(msg)) {
+          fail_room(self, *room, std::move(*bad));
+          return;
+        }
+        if (msg.last)
+          room->decision().finish(msg.prefill_rank);
+        maybe_finish(self, *room);
+        sync(self, *room);
+      },
+      [self](room_failure& msg) {
+        if (auto* room = find(self, msg.key))
+          fail_room(self, *room, std::move(msg.why));
+      },
+      [self](room_verdict& msg) {
+        // A prefill rank that concluded alone (before this room's request
+        // reached it) tells its outcome; it can only be a failure.
+        if (auto* room = find(self, msg.key); room && msg.outcome == kv_poll::failed)
+          fail_room(self, *room, std::move(msg.why));
+      },
+      // -- timers ---------------------------------------------------------------
+      [self](deadline_atom, uint64_t id, uint64_t epoch) {
+        auto& st = self->state;
+        auto i = st.rooms.find(id);
+        if (i == st.rooms.end() || !i->second.fsm().is_current(epoch))
+          return;
+        auto& room = i->second;
+        failure why{errc::deadline, room.fsm().stuck_cause(room.key()), st.cfg.self};
+        if (auto p = st.peers.find(room.peer()); p != st.peers.end() &&
+                                                 p->second.phase == peer_t::stage::resolving &&
+                                                 !p->second.last_error.empty()) {
+          why.code = errc::bootstrap_unreachable;
+          why.cause += " (prefill instance at " + room.peer() + ": " + p->second.last_error + ")";
+        }
+        fail_room(self, room, std::move(why));
+      },
+      [self](retry_atom, std::string& key) {
+        if (self->state.peers.count(key))
+          start_resolve(self, key);
+      },
   };
 }
 

@@ -60,6 +60,6 @@ struct decode_rank_state {
 };
 
 decode_rank_actor::behavior_type decode_rank(
-  decode_rank_actor::stateful_pointer<decode_rank_state> self, decode_rank_config cfg);
+    decode_rank_actor::stateful_pointer<decode_rank_state> self, decode_rank_config cfg);
 
 }  // namespace kvferry

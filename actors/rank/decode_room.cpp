@@ -7,8 +7,12 @@ namespace kvferry {
 
 decode_room::decode_room(room_key key, room_slot_ptr slot, std::string peer, const rank_ref& self,
                          const kv_layout& local, const deadlines& limits)
-  : key_(key), slot_(std::move(slot)), peer_(std::move(peer)), self_(self), local_(local),
-    fsm_(limits) {}
+    : key_(key),
+      slot_(std::move(slot)),
+      peer_(std::move(peer)),
+      self_(self),
+      local_(local),
+      fsm_(limits) {}
 
 std::optional<failure> decode_room::init(std::vector<uint32_t> dst_pages, uint32_t aux_slot) {
   if (initialized_)
@@ -19,22 +23,23 @@ std::optional<failure> decode_room::init(std::vector<uint32_t> dst_pages, uint32
   for (size_t i = 0; i < dst_pages.size(); ++i) {
     if (dst_pages[i] >= cap)
       return make(errc::invalid_pages, "destination page " + std::to_string(dst_pages[i]) +
-                                         " at position " + std::to_string(i) +
-                                         " out of range, the decode pool holds " +
-                                         std::to_string(cap) + " pages");
+                                           " at position " + std::to_string(i) +
+                                           " out of range, the decode pool holds " +
+                                           std::to_string(cap) + " pages");
     if (!seen.insert(dst_pages[i]).second)
       return make(errc::invalid_pages, "destination page " + std::to_string(dst_pages[i]) +
-                                         " given twice (again at position " + std::to_string(i) +
-                                         "), expected distinct pages");
+                                           " given twice (again at position " + std::to_string(i) +
+                                           "), expected distinct pages");
   }
   if (local_.aux_buffers.empty() && aux_slot != no_aux_slot)
     return make(errc::invalid_argument, "aux_slot " + std::to_string(aux_slot) +
-                                          " given, but this rank has no aux buffers");
+                                            " given, but this rank has no aux buffers");
   if (!local_.aux_buffers.empty() && aux_slot >= local_.aux_capacity())
     return make(errc::invalid_argument,
-                "aux_slot " + (aux_slot == no_aux_slot ? std::string{"none"} : std::to_string(aux_slot)) +
-                  " out of range, the aux buffers hold " + std::to_string(local_.aux_capacity()) +
-                  " rows");
+                "aux_slot " +
+                    (aux_slot == no_aux_slot ? std::string{"none"} : std::to_string(aux_slot)) +
+                    " out of range, the aux buffers hold " + std::to_string(local_.aux_capacity()) +
+                    " rows");
   dst_pages_ = std::move(dst_pages);
   aux_slot_ = aux_slot;
   initialized_ = true;
@@ -52,12 +57,12 @@ void decode_room::set_sources(std::vector<rank_ref> sources) {
 std::optional<failure> decode_room::landed(const chunk_landed& msg) {
   if (std::find(sources_.begin(), sources_.end(), msg.prefill_rank) == sources_.end())
     return make(errc::invalid_chunk, "chunk " + std::to_string(msg.chunk) + " of " +
-                                       to_string(key_) + " from " + to_string(msg.prefill_rank) +
-                                       ", which is not a source of the room");
+                                         to_string(key_) + " from " + to_string(msg.prefill_rank) +
+                                         ", which is not a source of the room");
   if (std::find(done_.begin(), done_.end(), msg.prefill_rank) != done_.end())
     return make(errc::invalid_chunk, "chunk " + std::to_string(msg.chunk) + " of " +
-                                       to_string(key_) + " from " + to_string(msg.prefill_rank) +
-                                       " after its last chunk");
+                                         to_string(key_) + " from " + to_string(msg.prefill_rank) +
+                                         " after its last chunk");
   bytes_ += msg.bytes;
   if (msg.last)
     done_.push_back(msg.prefill_rank);

@@ -64,7 +64,9 @@ class decode_room {
   void mark_verdict_sent() { verdict_sent_ = true; }
 
  private:
-  failure make(errc code, std::string cause) const { return failure{code, std::move(cause), self_}; }
+  failure make(errc code, std::string cause) const {
+    return failure{code, std::move(cause), self_};
+  }
 
   room_key key_;
   room_slot_ptr slot_;

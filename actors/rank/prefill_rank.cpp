@@ -93,11 +93,12 @@ void handle_request(self_ptr self, prefill_room& room, const room_request& req) 
                room_verdict{req.key, kv_poll::failed,
                             failure{errc::duplicate_room,
                                     to_string(req.key) + " requested while " +
-                                      to_string(room.key()) + " is live on this rank",
+                                        to_string(room.key()) + " is live on this rank",
                                     st.cfg.self}});
     return;
   }
   st.deciders.insert_or_assign(room.id(), req.decider);
+  room.adopt(req.key.generation);
   if (room.fsm().terminal()) {
     self->send(req.decider, verdict_of(room, req.key));
     return;
@@ -107,7 +108,7 @@ void handle_request(self_ptr self, prefill_room& room, const room_request& req) 
     report(self, room,
            failure{errc::invalid_argument,
                    "request for " + to_string(req.key) + " from " + to_string(req.decode_rank) +
-                     ", which has not registered its layout with this rank",
+                       ", which has not registered its layout with this rank",
                    st.cfg.self});
     return;
   }
@@ -129,7 +130,7 @@ void add_tombstone(self_ptr self, const prefill_room& room) {
     v = room_verdict{room.key(), kv_poll::failed,
                      failure{errc::aborted,
                              to_string(room.key()) + " was cleared by the prefill scheduler in " +
-                               to_string(room.fsm().state()),
+                                 to_string(room.fsm().state()),
                              st.cfg.self}};
   st.tombstones.push_back({room.id(), std::move(v)});
   if (st.tombstones.size() > max_tombstones)
@@ -151,7 +152,7 @@ void store_pending(self_ptr self, const room_request& req) {
                room_verdict{req.key, kv_poll::failed,
                             failure{errc::invalid_argument,
                                     std::to_string(max_pending) +
-                                      " requests already wait for rooms this rank has not opened",
+                                        " requests already wait for rooms this rank has not opened",
                                     st.cfg.self}});
     return;
   }
@@ -164,47 +165,45 @@ void store_pending(self_ptr self, const room_request& req) {
 
 void register_with_bootstrap(self_ptr self) {
   auto& st = self->state;
-  resolve_bootstrap(self, st.cfg.bootstrap, request_timeout,
-                    [self](caf::expected<bootstrap_actor> found) {
-                      auto& st = self->state;
-                      if (!found) {
-                        log().warn("{} cannot reach bootstrap {}: {}; retrying", who(self),
-                                   st.cfg.bootstrap.key(), caf::to_string(found.error()));
-                        self->delayed_send(self, register_retry, register_atom_v);
-                        return;
-                      }
-                      st.bootstrap = *found;
-                      rank_registration reg{st.cfg.self, caf::actor_cast<prefill_rank_actor>(self),
-                                            st.cfg.data_endpoint, st.cfg.layout, st.cfg.tp_size,
-                                            st.cfg.pp_size};
-                      self->request(st.bootstrap, request_timeout, std::move(reg))
-                        .then(
-                          [self](registration_ack& ack) {
-                            auto& st = self->state;
-                            st.registered = true;
-                            st.cfg.self.instance = ack.instance;
-                            st.cfg.self.instance_generation = ack.instance_generation;
-                            log().info("{} registered with bootstrap {}", who(self),
-                                       st.cfg.bootstrap.key());
-                          },
-                          [self](caf::error& err) {
-                            log().error("{} registration refused by bootstrap {}: {}; retrying",
-                                        who(self), self->state.cfg.bootstrap.key(),
-                                        self->system().render(err));
-                            self->delayed_send(self, register_retry, register_atom_v);
-                          });
-                    });
+  resolve_bootstrap(
+      self, st.cfg.bootstrap, request_timeout, [self](caf::expected<bootstrap_actor> found) {
+        auto& st = self->state;
+        if (!found) {
+          log().warn("{} cannot reach bootstrap {}: {}; retrying", who(self),
+                     st.cfg.bootstrap.key(), caf::to_string(found.error()));
+          self->delayed_send(self, register_retry, register_atom_v);
+          return;
+        }
+        st.bootstrap = *found;
+        rank_registration reg{st.cfg.self,          caf::actor_cast<prefill_rank_actor>(self),
+                              st.cfg.data_endpoint, st.cfg.layout,
+                              st.cfg.tp_size,       st.cfg.pp_size};
+        self->request(st.bootstrap, request_timeout, std::move(reg))
+            .then(
+                [self](registration_ack& ack) {
+                  auto& st = self->state;
+                  st.registered = true;
+                  st.cfg.self.instance = ack.instance;
+                  st.cfg.self.instance_generation = ack.instance_generation;
+                  log().info("{} registered with bootstrap {}", who(self), st.cfg.bootstrap.key());
+                },
+                [self](caf::error& err) {
+                  log().error("{} registration refused by bootstrap {}: {}; retrying", who(self),
+                              self->state.cfg.bootstrap.key(), self->system().render(err));
+                  self->delayed_send(self, register_retry, register_atom_v);
+                });
+      });
 }
 
 caf::error unknown_room(self_ptr self, uint64_t id) {
-  return make_error(errc::unknown_room,
-                    "room " + std::to_string(id) + " is not open on " + to_string(self->state.cfg.self));
+  return make_error(errc::unknown_room, "room " + std::to_string(id) + " is not open on " +
+                                            to_string(self->state.cfg.self));
 }
 
 }  // namespace
 
 prefill_rank_actor::behavior_type prefill_rank(
-  prefill_rank_actor::stateful_pointer<prefill_rank_state> self, prefill_rank_config cfg) {
+    prefill_rank_actor::stateful_pointer<prefill_rank_state> self, prefill_rank_config cfg) {
   self->state.cfg = std::move(cfg);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
@@ -214,10 +213,9 @@ prefill_rank_actor::behavior_type prefill_rank(
         continue;
       }
       auto gone = i->first;
-      log().log(dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info
-                                                              : spdlog::level::warn,
-                "{} decode {} went down: {}", who(self), to_string(gone),
-                caf::to_string(dm.reason));
+      log().log(
+          dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn,
+          "{} decode {} went down: {}", who(self), to_string(gone), caf::to_string(dm.reason));
       // Its decider is gone with it: rooms that involve it conclude here.
       for (auto& [id, room] : st.rooms) {
         bool involved = false;
@@ -230,7 +228,7 @@ prefill_rank_actor::behavior_type prefill_rank(
                    room_verdict{room.key(), kv_poll::failed,
                                 failure{errc::peer_down,
                                         "decode " + to_string(gone) + " went down (" +
-                                          caf::to_string(dm.reason) + ")",
+                                            caf::to_string(dm.reason) + ")",
                                         st.cfg.self}});
       }
       i = st.peers.erase(i);
@@ -239,188 +237,195 @@ prefill_rank_actor::behavior_type prefill_rank(
   if (!self->state.cfg.bootstrap.host.empty() || self->state.cfg.bootstrap.handle)
     register_with_bootstrap(self);
   return {
-    // -- scheduler ------------------------------------------------------------
-    [self](room_open_atom, uint64_t id, room_slot_ptr slot) {
-      auto& st = self->state;
-      if (st.rooms.count(id)) {
-        if (slot)
-          slot->fail(room_key{id, 0},
-                     failure{errc::duplicate_room,
-                             "room " + std::to_string(id) + " is already open on this rank",
-                             st.cfg.self});
-        return;
-      }
-      std::erase_if(st.tombstones, [id](auto& t) { return t.room == id; });
-      auto& room =
-        st.rooms.try_emplace(id, id, std::move(slot), st.cfg.self, st.cfg.layout, st.cfg.limits)
-          .first->second;
-      if (auto p = st.pending.find(id); p != st.pending.end()) {
-        auto entry = std::move(p->second);
-        st.pending.erase(p);
-        if (entry.verdict) {
-          st.deciders.insert_or_assign(id, entry.request.decider);
-          conclude(self, room, *entry.verdict);
+      // -- scheduler ------------------------------------------------------------
+      [self](room_open_atom, uint64_t id, room_slot_ptr slot) {
+        auto& st = self->state;
+        if (st.rooms.count(id)) {
+          if (slot)
+            slot->fail(room_key{id, 0},
+                       failure{errc::duplicate_room,
+                               "room " + std::to_string(id) + " is already open on this rank",
+                               st.cfg.self});
           return;
         }
-        handle_request(self, room, entry.request);
-        return;
-      }
-      sync(self, room);
-    },
-    [self](sender_init& msg) -> caf::result<void> {
-      auto i = self->state.rooms.find(msg.room);
-      if (i == self->state.rooms.end())
-        return unknown_room(self, msg.room);
-      if (auto bad = i->second.init(msg.num_pages, msg.aux_slot))
-        report(self, i->second, std::move(*bad));
-      else
-        dispatch(self, i->second);
-      return caf::unit;
-    },
-    [self](chunk_send& msg) -> caf::result<void> {
-      auto i = self->state.rooms.find(msg.room);
-      if (i == self->state.rooms.end())
-        return unknown_room(self, msg.room);
-      if (auto bad = i->second.accept(std::move(msg.pages), msg.last))
-        report(self, i->second, std::move(*bad));
-      else
-        dispatch(self, i->second);
-      return caf::unit;
-    },
-    [self](room_abort_atom, uint64_t id) -> caf::result<void> {
-      auto i = self->state.rooms.find(id);
-      if (i == self->state.rooms.end())
-        return unknown_room(self, id);
-      report(self, i->second,
-             failure{errc::aborted, "aborted by the prefill scheduler", self->state.cfg.self});
-      return caf::unit;
-    },
-    [self](room_clear_atom, uint64_t id) -> caf::result<void> {
-      auto& st = self->state;
-      auto i = st.rooms.find(id);
-      if (i == st.rooms.end())
-        return unknown_room(self, id);
-      auto& room = i->second;
-      if (!room.fsm().terminal())
+        std::erase_if(st.tombstones, [id](auto& t) { return t.room == id; });
+        auto& room =
+            st.rooms.try_emplace(id, id, std::move(slot), st.cfg.self, st.cfg.layout, st.cfg.limits)
+                .first->second;
+        if (auto p = st.pending.find(id); p != st.pending.end()) {
+          auto entry = std::move(p->second);
+          st.pending.erase(p);
+          if (entry.verdict) {
+            st.deciders.insert_or_assign(id, entry.request.decider);
+            room.adopt(entry.verdict->key.generation);
+            conclude(self, room, *entry.verdict);
+            return;
+          }
+          handle_request(self, room, entry.request);
+          return;
+        }
+        sync(self, room);
+      },
+      [self](sender_init& msg) -> caf::result<void> {
+        auto i = self->state.rooms.find(msg.room);
+        if (i == self->state.rooms.end())
+          return unknown_room(self, msg.room);
+        if (auto bad = i->second.init(msg.num_pages, msg.aux_slot))
+          report(self, i->second, std::move(*bad));
+        else
+          dispatch(self, i->second);
+        return caf::unit;
+      },
+      [self](chunk_send& msg) -> caf::result<void> {
+        auto i = self->state.rooms.find(msg.room);
+        if (i == self->state.rooms.end())
+          return unknown_room(self, msg.room);
+        if (auto bad = i->second.accept(std::move(msg.pages), msg.last))
+          report(self, i->second, std::move(*bad));
+        else
+          dispatch(self, i->second);
+        return caf::unit;
+      },
+      [self](room_abort_atom, uint64_t id) -> caf::result<void> {
+        auto i = self->state.rooms.find(id);
+        if (i == self->state.rooms.end())
+          return unknown_room(self, id);
+        report(self, i->second,
+               failure{errc::aborted, "aborted by the prefill scheduler", self->state.cfg.self});
+        return caf::unit;
+      },
+      [self](room_clear_atom, uint64_t id) -> caf::result<void> {
+        auto& st = self->state;
+        auto i = st.rooms.find(id);
+        if (i == st.rooms.end())
+          return unknown_room(self, id);
+        auto& room = i->second;
+        if (!room.fsm().terminal())
+          report(self, room,
+                 failure{errc::aborted,
+                         "cleared by the prefill scheduler in " + to_string(room.fsm().state()),
+                         st.cfg.self});
+        add_tombstone(self, room);
+        st.rooms.erase(i);
+        st.deciders.erase(id);
+        return caf::unit;
+      },
+      [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
+        auto i = self->state.rooms.find(id);
+        if (i == self->state.rooms.end())
+          return unknown_room(self, id);
+        auto& fsm = i->second.fsm();
+        return room_status{i->second.key(), fsm.state(), fsm.why()};
+      },
+      // -- decode ranks ---------------------------------------------------------
+      [self](dest_registration& reg) -> caf::result<dest_accepted> {
+        auto& st = self->state;
+        if (auto m = compare(st.cfg.layout, reg.layout)) {
+          log().error("{} refused decode {}: layout mismatch: {}", who(self),
+                      to_string(reg.decode_rank), *m);
+          return make_error(errc::layout_mismatch, "layout mismatch: " + *m);
+        }
+        self->monitor(reg.handle);
+        st.peers.insert_or_assign(reg.decode_rank,
+                                  prefill_rank_state::peer{reg.handle, reg.layout});
+        self->send(st.cfg.transfer, peer_connect{reg.decode_rank, reg.data_endpoint, reg.layout});
+        log().info("{} accepted decode {} at {}", who(self), to_string(reg.decode_rank),
+                   reg.data_endpoint);
+        return dest_accepted{st.cfg.self};
+      },
+      [self](room_request& req) {
+        auto& st = self->state;
+        if (auto i = st.rooms.find(req.key.room); i != st.rooms.end()) {
+          handle_request(self, i->second, req);
+          return;
+        }
+        if (auto* v = find_tombstone(self, req.key.room)) {
+          auto answer = *v;
+          answer.key = req.key;
+          self->send(req.decider, answer);
+          return;
+        }
+        store_pending(self, req);
+      },
+      [self](room_verdict& v) {
+        auto& st = self->state;
+        if (auto i = st.rooms.find(v.key.room); i != st.rooms.end()) {
+          auto& room = i->second;
+          room.adopt(v.key.generation);
+          if (room.key().generation == v.key.generation)
+            conclude(self, room, v);
+          return;
+        }
+        // A verdict for a room this rank already cleared changes nothing.
+        if (find_tombstone(self, v.key.room))
+          return;
+        // The decider decided before the scheduler opened the room here.
+        auto& entry = st.pending[v.key.room];
+        if (entry.request.key.generation == 0 || entry.request.key.generation == v.key.generation) {
+          entry.request.key = v.key;
+          entry.request.decider = caf::actor_cast<decode_rank_actor>(self->current_sender());
+          entry.verdict = v;
+          self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, v.key.room,
+                             v.key.generation);
+        }
+      },
+      // -- transfer actor -------------------------------------------------------
+      [self](chunk_result& r) {
+        auto& st = self->state;
+        auto i = st.rooms.find(r.key.room);
+        if (i == st.rooms.end() || i->second.key().generation != r.key.generation)
+          return;  // the room was cleared meanwhile
+        auto& room = i->second;
+        if (r.why) {
+          room.landed(r.chunk, r.last);
+          report(self, room, std::move(r.why));
+          return;
+        }
+        // `last` once every job of the room has landed, whatever order they finished in.
+        bool all_landed = room.landed(r.chunk, r.last);
+        if (auto p = st.peers.find(r.peer); p != st.peers.end())
+          self->send(p->second.handle,
+                     chunk_landed{r.key, st.cfg.self, r.chunk, r.pages, r.bytes, all_landed});
+        room.fsm().touch();
+        sync(self, room);
+      },
+      // -- timers ---------------------------------------------------------------
+      [self](deadline_atom, uint64_t id, uint64_t epoch) {
+        auto i = self->state.rooms.find(id);
+        if (i == self->state.rooms.end() || !i->second.fsm().is_current(epoch))
+          return;
+        auto& room = i->second;
+        if (room.fsm().awaiting_verdict()) {
+          // The decider never answered: conclude with the cause this rank reported.
+          log().warn("{} {}", who(self), room.fsm().stuck_cause(room.key()));
+          conclude(self, room, room_verdict{room.key(), kv_poll::failed, room.reported()});
+          return;
+        }
         report(self, room,
-               failure{errc::aborted,
-                       "cleared by the prefill scheduler in " + to_string(room.fsm().state()),
-                       st.cfg.self});
-      add_tombstone(self, room);
-      st.rooms.erase(i);
-      st.deciders.erase(id);
-      return caf::unit;
-    },
-    [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
-      auto i = self->state.rooms.find(id);
-      if (i == self->state.rooms.end())
-        return unknown_room(self, id);
-      auto& fsm = i->second.fsm();
-      return room_status{i->second.key(), fsm.state(), fsm.why()};
-    },
-    // -- decode ranks ---------------------------------------------------------
-    [self](dest_registration& reg) -> caf::result<dest_accepted> {
-      auto& st = self->state;
-      if (auto m = compare(st.cfg.layout, reg.layout)) {
-        log().error("{} refused decode {}: layout mismatch: {}", who(self),
-                    to_string(reg.decode_rank), *m);
-        return make_error(errc::layout_mismatch, "layout mismatch: " + *m);
-      }
-      self->monitor(reg.handle);
-      st.peers.insert_or_assign(reg.decode_rank, prefill_rank_state::peer{reg.handle, reg.layout});
-      self->send(st.cfg.transfer, peer_connect{reg.decode_rank, reg.data_endpoint, reg.layout});
-      log().info("{} accepted decode {} at {}", who(self), to_string(reg.decode_rank),
-                 reg.data_endpoint);
-      return dest_accepted{st.cfg.self};
-    },
-    [self](room_request& req) {
-      auto& st = self->state;
-      if (auto i = st.rooms.find(req.key.room); i != st.rooms.end()) {
-        handle_request(self, i->second, req);
-        return;
-      }
-      if (auto* v = find_tombstone(self, req.key.room)) {
-        auto answer = *v;
-        answer.key = req.key;
-        self->send(req.decider, answer);
-        return;
-      }
-      store_pending(self, req);
-    },
-    [self](room_verdict& v) {
-      auto& st = self->state;
-      if (auto i = st.rooms.find(v.key.room); i != st.rooms.end()) {
-        auto gen = i->second.key().generation;
-        if (gen == 0 || gen == v.key.generation)
-          conclude(self, i->second, v);
-        return;
-      }
-      // The decider decided before the scheduler opened the room here.
-      auto& entry = st.pending[v.key.room];
-      if (entry.request.key.generation == 0 || entry.request.key.generation == v.key.generation) {
-        entry.request.key = v.key;
-        entry.request.decider = caf::actor_cast<decode_rank_actor>(self->current_sender());
-        entry.verdict = v;
-        self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, v.key.room,
-                           v.key.generation);
-      }
-    },
-    // -- transfer actor -------------------------------------------------------
-    [self](chunk_result& r) {
-      auto& st = self->state;
-      auto i = st.rooms.find(r.key.room);
-      if (i == st.rooms.end() || i->second.key().generation != r.key.generation)
-        return;  // the room was cleared meanwhile
-      auto& room = i->second;
-      if (r.why) {
-        room.landed(r.chunk, r.last);
-        report(self, room, std::move(r.why));
-        return;
-      }
-      // `last` once every job of the room has landed, whatever order they finished in.
-      bool all_landed = room.landed(r.chunk, r.last);
-      if (auto p = st.peers.find(r.peer); p != st.peers.end())
-        self->send(p->second.handle,
-                   chunk_landed{r.key, st.cfg.self, r.chunk, r.pages, r.bytes, all_landed});
-      room.fsm().touch();
-      sync(self, room);
-    },
-    // -- timers ---------------------------------------------------------------
-    [self](deadline_atom, uint64_t id, uint64_t epoch) {
-      auto i = self->state.rooms.find(id);
-      if (i == self->state.rooms.end() || !i->second.fsm().is_current(epoch))
-        return;
-      auto& room = i->second;
-      if (room.fsm().awaiting_verdict()) {
-        // The decider never answered: conclude with the cause this rank reported.
-        log().warn("{} {}", who(self), room.fsm().stuck_cause(room.key()));
-        conclude(self, room, room_verdict{room.key(), kv_poll::failed, room.reported()});
-        return;
-      }
-      report(self, room,
-             failure{errc::deadline, room.fsm().stuck_cause(room.key()), self->state.cfg.self});
-    },
-    [self](expire_atom, uint64_t id, uint64_t generation) {
-      auto& st = self->state;
-      auto p = st.pending.find(id);
-      if (p == st.pending.end() || p->second.request.key.generation != generation)
-        return;
-      if (p->second.verdict) {
-        st.pending.erase(p);  // kept long enough for a late open
-        return;
-      }
-      room_verdict v{p->second.request.key, kv_poll::failed,
-                     failure{errc::deadline,
-                             to_string(p->second.request.key) +
-                               " was requested but not opened by the prefill scheduler within " +
-                               format_duration(st.cfg.limits.bootstrapping),
-                             st.cfg.self}};
-      self->send(p->second.request.decider, v);
-      // Kept a while, so that a late open concludes with the same cause.
-      p->second.verdict = std::move(v);
-      self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, id, generation);
-    },
-    [self](register_atom) { register_with_bootstrap(self); },
+               failure{errc::deadline, room.fsm().stuck_cause(room.key()), self->state.cfg.self});
+      },
+      [self](expire_atom, uint64_t id, uint64_t generation) {
+        auto& st = self->state;
+        auto p = st.pending.find(id);
+        if (p == st.pending.end() || p->second.request.key.generation != generation)
+          return;
+        if (p->second.verdict) {
+          st.pending.erase(p);  // kept long enough for a late open
+          return;
+        }
+        room_verdict v{
+            p->second.request.key, kv_poll::failed,
+            failure{errc::deadline,
+                    to_string(p->second.request.key) +
+                        " was requested but not opened by the prefill scheduler within " +
+                        format_duration(st.cfg.limits.bootstrapping),
+                    st.cfg.self}};
+        self->send(p->second.request.decider, v);
+        // Kept a while, so that a late open concludes with the same cause.
+        p->second.verdict = std::move(v);
+        self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, id, generation);
+      },
+      [self](register_atom) { register_with_bootstrap(self); },
   };
 }
 

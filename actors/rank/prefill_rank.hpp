@@ -34,7 +34,7 @@ struct prefill_rank_state {
   static inline const char* name = "kvferry.prefill_rank";
 
   prefill_rank_config cfg;
-  std::map<uint64_t, prefill_room> rooms;  // live rooms by id
+  std::map<uint64_t, prefill_room> rooms;          // live rooms by id
   std::map<uint64_t, decode_rank_actor> deciders;  // room id → its decider, once known
 
   /// A decode rank's request for a room the scheduler has not opened yet, or a
@@ -64,6 +64,6 @@ struct prefill_rank_state {
 };
 
 prefill_rank_actor::behavior_type prefill_rank(
-  prefill_rank_actor::stateful_pointer<prefill_rank_state> self, prefill_rank_config cfg);
+    prefill_rank_actor::stateful_pointer<prefill_rank_state> self, prefill_rank_config cfg);
 
 }  // namespace kvferry

@@ -15,29 +15,30 @@ std::string count_pages(uint64_t n) {
 
 prefill_room::prefill_room(uint64_t id, room_slot_ptr slot, const rank_ref& self,
                            const kv_layout& local, const deadlines& limits)
-  : key_{id, 0}, slot_(std::move(slot)), self_(self), local_(local), fsm_(limits) {}
+    : key_{id, 0}, slot_(std::move(slot)), self_(self), local_(local), fsm_(limits) {}
 
 std::optional<failure> prefill_room::init(uint32_t num_pages, uint32_t aux_slot) {
   if (num_pages_)
     return make(errc::invalid_argument, "init called twice for " + to_string(key_) +
-                                          " (first with " + count_pages(*num_pages_) + ")");
+                                            " (first with " + count_pages(*num_pages_) + ")");
   if (num_pages > local_.page_capacity())
     return make(errc::invalid_pages, "num_pages " + std::to_string(num_pages) +
-                                       " above the prefill pool's " +
-                                       count_pages(local_.page_capacity()));
+                                         " above the prefill pool's " +
+                                         count_pages(local_.page_capacity()));
   if (local_.aux_buffers.empty() && aux_slot != no_aux_slot)
     return make(errc::invalid_argument, "aux_slot " + std::to_string(aux_slot) +
-                                          " given, but this rank has no aux buffers");
+                                            " given, but this rank has no aux buffers");
   if (!local_.aux_buffers.empty() && aux_slot >= local_.aux_capacity())
     return make(errc::invalid_argument,
-                "aux_slot " + (aux_slot == no_aux_slot ? std::string{"none"} : std::to_string(aux_slot)) +
-                  " out of range, the aux buffers hold " + std::to_string(local_.aux_capacity()) +
-                  " rows");
+                "aux_slot " +
+                    (aux_slot == no_aux_slot ? std::string{"none"} : std::to_string(aux_slot)) +
+                    " out of range, the aux buffers hold " + std::to_string(local_.aux_capacity()) +
+                    " rows");
   for (auto& d : dests_)
     if (d.dst_pages.size() != num_pages)
       return make(errc::invalid_pages, "decode " + to_string(d.decode_rank) + " gave " +
-                                         count_pages(d.dst_pages.size()) + " for a room of " +
-                                         count_pages(num_pages));
+                                           count_pages(d.dst_pages.size()) + " for a room of " +
+                                           count_pages(num_pages));
   num_pages_ = num_pages;
   aux_slot_ = aux_slot;
   fsm_.touch();
@@ -49,22 +50,22 @@ std::optional<failure> prefill_room::accept(std::vector<uint32_t> pages, bool la
     return make(errc::invalid_chunk, "chunk of " + count_pages(pages.size()) + " sent before init");
   if (last_accepted_)
     return make(errc::invalid_chunk, "chunk of " + count_pages(pages.size()) +
-                                       " after the last one (the room ended at page " +
-                                       std::to_string(pages_accepted_) + ")");
+                                         " after the last one (the room ended at page " +
+                                         std::to_string(pages_accepted_) + ")");
   auto end = uint64_t{pages_accepted_} + pages.size();
   if (end > *num_pages_)
     return make(errc::invalid_chunk, "chunk of " + count_pages(pages.size()) + " ends at page " +
-                                       std::to_string(end) + ", past the room's " +
-                                       count_pages(*num_pages_));
+                                         std::to_string(end) + ", past the room's " +
+                                         count_pages(*num_pages_));
   if (last && end != *num_pages_)
     return make(errc::invalid_chunk, "last chunk ends at page " + std::to_string(end) +
-                                       " of the room's " + count_pages(*num_pages_));
+                                         " of the room's " + count_pages(*num_pages_));
   auto cap = local_.page_capacity();
   for (size_t i = 0; i < pages.size(); ++i)
     if (pages[i] >= cap)
       return make(errc::invalid_pages, "source page " + std::to_string(pages[i]) +
-                                         " out of range, the prefill pool holds " +
-                                         count_pages(cap));
+                                           " out of range, the prefill pool holds " +
+                                           count_pages(cap));
   if (pages.empty() && !last)
     return std::nullopt;  // nothing to move yet
   queue_.push_back(queued_chunk{next_chunk_++, pages_accepted_, std::move(pages), last});
@@ -79,26 +80,27 @@ std::optional<failure> prefill_room::bind(const room_request& req, const kv_layo
   for (auto& d : dests_)
     if (d.decode_rank == req.decode_rank)
       return make(errc::duplicate_room, "second request for " + to_string(req.key) + " from " +
-                                          to_string(req.decode_rank));
+                                            to_string(req.decode_rank));
   if (!dests_.empty() && req.key.generation != key_.generation)
-    return make(errc::duplicate_room, to_string(req.key) + " requested while " +
-                                        to_string(key_) + " is bound");
+    return make(errc::duplicate_room,
+                to_string(req.key) + " requested while " + to_string(key_) + " is bound");
   if (num_pages_ && req.dst_pages.size() != *num_pages_)
     return make(errc::invalid_pages, "decode " + to_string(req.decode_rank) + " gave " +
-                                       count_pages(req.dst_pages.size()) + " for a room of " +
-                                       count_pages(*num_pages_));
+                                         count_pages(req.dst_pages.size()) + " for a room of " +
+                                         count_pages(*num_pages_));
   auto cap = dst_layout.page_capacity();
   for (auto p : req.dst_pages)
     if (p >= cap)
       return make(errc::invalid_pages, "destination page " + std::to_string(p) +
-                                         " out of range, the decode pool holds " +
-                                         count_pages(cap));
+                                           " out of range, the decode pool holds " +
+                                           count_pages(cap));
   if (!dst_layout.aux_buffers.empty() && req.aux_slot >= dst_layout.aux_capacity())
-    return make(errc::invalid_argument,
-                "destination aux_slot " +
-                  (req.aux_slot == no_aux_slot ? std::string{"none"} : std::to_string(req.aux_slot)) +
-                  " out of range, the decode aux buffers hold " +
-                  std::to_string(dst_layout.aux_capacity()) + " rows");
+    return make(
+        errc::invalid_argument,
+        "destination aux_slot " +
+            (req.aux_slot == no_aux_slot ? std::string{"none"} : std::to_string(req.aux_slot)) +
+            " out of range, the decode aux buffers hold " +
+            std::to_string(dst_layout.aux_capacity()) + " rows");
   key_.generation = req.key.generation;
   required_ = required;
   dests_.push_back(room_destination{req.decode_rank, req.dst_pages, req.aux_slot});

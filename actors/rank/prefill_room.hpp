@@ -49,6 +49,14 @@ class prefill_room {
   std::optional<failure> bind(const room_request& req, const kv_layout& dst_layout,
                               uint32_t required);
 
+  /// Takes the generation of the decode side's room before any destination is
+  /// bound (a refused first request, a verdict that came first), so that
+  /// every message about the room names the same key. Only the first one counts.
+  void adopt(uint64_t generation) {
+    if (dests_.empty() && key_.generation == 0)
+      key_.generation = generation;
+  }
+
   /// True once every required destination is known.
   bool bound() const { return required_ > 0 && dests_.size() == required_; }
   const std::vector<room_destination>& destinations() const { return dests_; }
@@ -73,7 +81,9 @@ class prefill_room {
   const failure& reported() const { return reported_; }
 
  private:
-  failure make(errc code, std::string cause) const { return failure{code, std::move(cause), self_}; }
+  failure make(errc code, std::string cause) const {
+    return failure{code, std::move(cause), self_};
+  }
 
   struct queued_chunk {
     uint32_t index;

@@ -92,10 +92,10 @@ void on_job(self_ptr self, chunk_job& job) {
   auto peer = st.peers.find(j.meta.peer);
   if (peer == st.peers.end()) {
     auto why = st.unreachable.count(j.meta.peer) ? st.unreachable[j.meta.peer]
-                                                  : std::string{"never registered"};
-    fail_job(j, failure{errc::connect_failed,
-                        "no data-plane connection to " + to_string(j.meta.peer) + ": " + why,
-                        st.self});
+                                                 : std::string{"never registered"};
+    fail_job(
+        j, failure{errc::connect_failed,
+                   "no data-plane connection to " + to_string(j.meta.peer) + ": " + why, st.self});
     finish(self, id);
     return;
   }
@@ -106,14 +106,15 @@ void on_job(self_ptr self, chunk_job& job) {
     finish(self, id);
     return;
   }
-  bool with_aux = j.meta.last && j.meta.src_aux != no_aux_slot && !st.pool.layout.aux_buffers.empty();
+  bool with_aux =
+      j.meta.last && j.meta.src_aux != no_aux_slot && !st.pool.layout.aux_buffers.empty();
   if (with_aux) {
     // The stamp lets decode check that the row it commits is this room's.
     write_stamp(st.pool, j.meta.src_aux, j.meta.key);
     if (st.caps.ordered_writes) {
       // Ops land in order on this backend: the aux row rides last in the batch.
-      if (auto rc = plan_aux(*plan, st.pool.layout, peer->second.layout, j.meta.src_aux,
-                             j.meta.dst_aux);
+      if (auto rc =
+              plan_aux(*plan, st.pool.layout, peer->second.layout, j.meta.src_aux, j.meta.dst_aux);
           !rc.ok()) {
         fail_job(j, failure{errc::invalid_argument, rc.message(), st.self});
         finish(self, id);
@@ -181,49 +182,50 @@ transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer
   caf::weak_actor_ptr weak = self->ctrl();
   st.net->set_completion_handler([weak](transport::completion c) {
     if (auto strong = weak.lock())
-      caf::anon_send(caf::actor_cast<transfer_actor>(strong),
-                     batch_done{c.cookie, static_cast<uint8_t>(c.result.error_code()),
-                                c.result.message()});
+      caf::anon_send(
+          caf::actor_cast<transfer_actor>(strong),
+          batch_done{c.cookie, static_cast<uint8_t>(c.result.error_code()), c.result.message()});
   });
   return {
-    [self](peer_connect& pc) {
-      auto& st = self->state;
-      auto id = st.net->connect(pc.endpoint);
-      if (!id.ok()) {
-        log().error("[{}] cannot connect the data plane to {} at {}: {}", to_string(st.self),
-                    to_string(pc.peer), pc.endpoint, id.error().to_string());
-        st.unreachable[pc.peer] = id.error().to_string();
-        st.peers.erase(pc.peer);
-        return;
-      }
-      st.unreachable.erase(pc.peer);
-      st.peers.insert_or_assign(pc.peer, transfer_state::peer{*id, std::move(pc.layout)});
-    },
-    [self](chunk_job& job) {
-      auto key = job.key;
-      auto peer = job.peer;
-      auto chunk = job.chunk;
-      try {
-        on_job(self, job);
-      } catch (const std::exception& e) {
-        // Never let one room's error take the actor down: fail that room.
-        chunk_result r;
-        r.key = key;
-        r.peer = peer;
-        r.chunk = chunk;
-        r.why = failure{errc::internal, std::string{"exception in the transfer actor: "} + e.what(),
-                        self->state.self};
-        self->send(caf::actor_cast<prefill_rank_actor>(self->current_sender()), std::move(r));
-      }
-    },
-    [self](batch_done& done) {
-      try {
-        on_done(self, done);
-      } catch (const std::exception& e) {
-        log().error("[{}] exception on completion of batch {}: {}", to_string(self->state.self),
-                    done.cookie, e.what());
-      }
-    },
+      [self](peer_connect& pc) {
+        auto& st = self->state;
+        auto id = st.net->connect(pc.endpoint);
+        if (!id.ok()) {
+          log().error("[{}] cannot connect the data plane to {} at {}: {}", to_string(st.self),
+                      to_string(pc.peer), pc.endpoint, id.error().to_string());
+          st.unreachable[pc.peer] = id.error().to_string();
+          st.peers.erase(pc.peer);
+          return;
+        }
+        st.unreachable.erase(pc.peer);
+        st.peers.insert_or_assign(pc.peer, transfer_state::peer{*id, std::move(pc.layout)});
+      },
+      [self](chunk_job& job) {
+        auto key = job.key;
+        auto peer = job.peer;
+        auto chunk = job.chunk;
+        try {
+          on_job(self, job);
+        } catch (const std::exception& e) {
+          // Never let one room's error take the actor down: fail that room.
+          chunk_result r;
+          r.key = key;
+          r.peer = peer;
+          r.chunk = chunk;
+          r.why =
+              failure{errc::internal, std::string{"exception in the transfer actor: "} + e.what(),
+                      self->state.self};
+          self->send(caf::actor_cast<prefill_rank_actor>(self->current_sender()), std::move(r));
+        }
+      },
+      [self](batch_done& done) {
+        try {
+          on_done(self, done);
+        } catch (const std::exception& e) {
+          log().error("[{}] exception on completion of batch {}: {}", to_string(self->state.self),
+                      done.cookie, e.what());
+        }
+      },
   };
 }
 

@@ -26,7 +26,7 @@ struct transfer_state {
     prefill_rank_actor reply_to;
     uint64_t bytes = 0;
     uint32_t writes = 0;
-    uint32_t pending = 0;  // batches posted and not completed
+    uint32_t pending = 0;      // batches posted and not completed
     bool aux_waiting = false;  // aux batch deferred until the room's KV has landed
     failure why;
   };
@@ -40,9 +40,9 @@ struct transfer_state {
     kv_layout layout;
   };
   std::map<rank_ref, peer> peers;
-  std::map<rank_ref, std::string> unreachable;  // peers whose connect() failed, and why
-  std::map<uint64_t, job> jobs;                                   // by job id
-  std::map<uint64_t, std::pair<uint64_t, bool>> batches;          // cookie → (job id, is aux)
+  std::map<rank_ref, std::string> unreachable;            // peers whose connect() failed, and why
+  std::map<uint64_t, job> jobs;                           // by job id
+  std::map<uint64_t, std::pair<uint64_t, bool>> batches;  // cookie → (job id, is aux)
   std::map<std::pair<room_key, rank_ref>, uint32_t> kv_in_flight;  // KV batches per room and peer
   uint64_t next_id = 1;
 };

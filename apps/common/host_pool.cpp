@@ -39,13 +39,13 @@ host_memory::~host_memory() {
 
 host_pool::host_pool(const model_shape& shape, uint32_t page_size, uint32_t pages,
                      uint32_t aux_rows, uint32_t aux_row_bytes)
-  : shape_(shape),
-    page_size_(page_size),
-    pages_(pages),
-    aux_rows_(aux_rows),
-    aux_row_bytes_(aux_row_bytes),
-    item_len_(uint64_t{page_size} * shape.kv_heads * shape.head_dim * dtype_size(shape.dtype)),
-    aux_(uint64_t{aux_rows} * aux_row_bytes) {
+    : shape_(shape),
+      page_size_(page_size),
+      pages_(pages),
+      aux_rows_(aux_rows),
+      aux_row_bytes_(aux_row_bytes),
+      item_len_(uint64_t{page_size} * shape.kv_heads * shape.head_dim * dtype_size(shape.dtype)),
+      aux_(uint64_t{aux_rows} * aux_row_bytes) {
   if (page_size == 0 || pages == 0)
     throw std::invalid_argument("host_pool needs page_size and pages above 0");
   auto n = shape.mla ? shape.layers : 2 * shape.layers;

@@ -18,7 +18,7 @@ namespace kvferry::apps {
 struct model_shape {
   std::string name = "custom";
   uint32_t layers = 1;
-  uint32_t kv_heads = 1;  ///< kv heads of the model (MLA: 1)
+  uint32_t kv_heads = 1;    ///< kv heads of the model (MLA: 1)
   uint32_t head_dim = 128;  ///< per head (MLA: latent width)
   kv_dtype dtype = kv_dtype::bf16;
   bool mla = false;

@@ -34,8 +34,8 @@ void fill_pattern(std::byte* dst, uint64_t len, uint64_t seed, uint64_t room, ui
   }
 }
 
-bool check_pattern(const std::byte* src, uint64_t len, uint64_t seed, uint64_t room,
-                   uint32_t page, uint32_t buffer) {
+bool check_pattern(const std::byte* src, uint64_t len, uint64_t seed, uint64_t room, uint32_t page,
+                   uint32_t buffer) {
   auto base = base_of(seed, room, page, buffer);
   auto* w = reinterpret_cast<const uint64_t*>(src);
   uint64_t x = base;

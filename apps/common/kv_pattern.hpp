@@ -13,8 +13,8 @@ void fill_pattern(std::byte* dst, uint64_t len, uint64_t seed, uint64_t room, ui
                   uint32_t buffer);
 
 /// True if `len` bytes at `src` hold the pattern of (room, page, buffer).
-bool check_pattern(const std::byte* src, uint64_t len, uint64_t seed, uint64_t room,
-                   uint32_t page, uint32_t buffer);
+bool check_pattern(const std::byte* src, uint64_t len, uint64_t seed, uint64_t room, uint32_t page,
+                   uint32_t buffer);
 
 /// The aux payload a prefill writes after the room stamp (bytes 16.. of the
 /// row), and its check on decode.

@@ -163,7 +163,8 @@ run_report drive_prefill(runtime& rt, const host_pool& pool, const workload& w) 
           fill_pattern(pool.page(b, (*got)[j]), pool.item_len(), w.seed, room, j, b);
       if (pool.aux_rows() > 0)
         fill_aux(pool.aux_row(*row), pool.aux_row_bytes(), w.seed, room);
-      live l{rt.make_sender(room), room, std::move(*got), *row, std::vector<bool>(5), clock_type::now()};
+      live l{rt.make_sender(room), room, std::move(*got), *row, std::vector<bool>(5),
+             clock_type::now()};
       l.s.init(n, pool.aux_rows() > 0 ? std::optional<uint32_t>{*row} : std::nullopt);
       auto step = w.chunk_pages == 0 ? std::max<uint32_t>(n, 1) : w.chunk_pages;
       for (uint32_t off = 0; off < n || (n == 0 && off == 0); off += step) {
@@ -186,7 +187,7 @@ run_report drive_prefill(runtime& rt, const host_pool& pool, const workload& w) 
       }
       progressed = true;
       r.latencies_us.push_back(
-        std::chrono::duration<double, std::micro>(clock_type::now() - i->opened).count());
+          std::chrono::duration<double, std::micro>(clock_type::now() - i->opened).count());
       if (s == kv_poll::success) {
         ++r.success;
         r.bytes += uint64_t{i->pages.size()} * pool.page_bytes() + pool.aux_row_bytes();
@@ -233,7 +234,11 @@ run_report drive_decode(runtime& rt, const host_pool& pool, const workload& w,
           pages.give_back(*got);
         break;
       }
-      live l{rt.make_receiver(room, where), room, std::move(*got), *row, std::vector<bool>(5),
+      live l{rt.make_receiver(room, where),
+             room,
+             std::move(*got),
+             *row,
+             std::vector<bool>(5),
              clock_type::now()};
       l.rcv.init(l.pages, pool.aux_rows() > 0 ? std::optional<uint32_t>{*row} : std::nullopt);
       in_flight.push_back(std::move(l));
@@ -249,7 +254,7 @@ run_report drive_decode(runtime& rt, const host_pool& pool, const workload& w,
       }
       progressed = true;
       r.latencies_us.push_back(
-        std::chrono::duration<double, std::micro>(clock_type::now() - i->opened).count());
+          std::chrono::duration<double, std::micro>(clock_type::now() - i->opened).count());
       if (s == kv_poll::success) {
         ++r.success;
         r.bytes += uint64_t{i->pages.size()} * pool.page_bytes() + pool.aux_row_bytes();

@@ -47,21 +47,21 @@ struct demo_config : kvferry::config {
 
   demo_config() {
     opt_group{custom_options_, "global"}
-      .add(role, "role", "all (one process), prefill or decode")
-      .add(model, "model", "KV shape: llama-7b (MHA), deepseek-mla (MLA) or tiny")
-      .add(transport, "transport", "data plane backend: tcp or inproc (role=all only)")
-      .add(host, "host", "loopback address for the bootstrap and the data plane")
-      .add(bootstrap_port, "bootstrap-port", "bootstrap port (prefill: 0 = any free one)")
-      .add(page_size, "page-size", "tokens per KV page")
-      .add(pool_pages, "pool-pages", "pages per KV buffer in each rank's pool")
-      .add(aux_rows, "aux-rows", "aux rows per rank")
-      .add(rooms, "rooms", "requests to move")
-      .add(min_tokens, "min-tokens", "shortest prompt")
-      .add(max_tokens, "max-tokens", "longest prompt")
-      .add(chunk_pages, "chunk-pages", "pages per prefill chunk (0 = whole prompt at once)")
-      .add(concurrency, "concurrency", "requests in flight per side")
-      .add(seed, "seed", "seed of page orders, prompt lengths and KV bytes")
-      .add(json, "json", "print one JSON summary line per side");
+        .add(role, "role", "all (one process), prefill or decode")
+        .add(model, "model", "KV shape: llama-7b (MHA), deepseek-mla (MLA) or tiny")
+        .add(transport, "transport", "data plane backend: tcp or inproc (role=all only)")
+        .add(host, "host", "loopback address for the bootstrap and the data plane")
+        .add(bootstrap_port, "bootstrap-port", "bootstrap port (prefill: 0 = any free one)")
+        .add(page_size, "page-size", "tokens per KV page")
+        .add(pool_pages, "pool-pages", "pages per KV buffer in each rank's pool")
+        .add(aux_rows, "aux-rows", "aux rows per rank")
+        .add(rooms, "rooms", "requests to move")
+        .add(min_tokens, "min-tokens", "shortest prompt")
+        .add(max_tokens, "max-tokens", "longest prompt")
+        .add(chunk_pages, "chunk-pages", "pages per prefill chunk (0 = whole prompt at once)")
+        .add(concurrency, "concurrency", "requests in flight per side")
+        .add(seed, "seed", "seed of page orders, prompt lengths and KV bytes")
+        .add(json, "json", "print one JSON summary line per side");
   }
 };
 
@@ -100,11 +100,11 @@ void print(const run_report& r, const std::string& side, const demo_config& cfg,
   std::cout << r.to_text(side) << "\n";
   if (cfg.json)
     std::printf(
-      "{\"side\":\"%s\",\"model\":\"%s\",\"page_size\":%u,\"rooms\":%u,\"success\":%u,"
-      "\"failed\":%u,\"verified\":%u,\"corrupted\":%u,\"bytes\":%llu,\"seconds\":%.4f,"
-      "\"gbps\":%.4f}\n",
-      side.c_str(), pool.shape().name.c_str(), pool.page_size(), r.rooms, r.success, r.failed,
-      r.verified, r.corrupted, static_cast<unsigned long long>(r.bytes), r.seconds, r.gbps());
+        "{\"side\":\"%s\",\"model\":\"%s\",\"page_size\":%u,\"rooms\":%u,\"success\":%u,"
+        "\"failed\":%u,\"verified\":%u,\"corrupted\":%u,\"bytes\":%llu,\"seconds\":%.4f,"
+        "\"gbps\":%.4f}\n",
+        side.c_str(), pool.shape().name.c_str(), pool.page_size(), r.rooms, r.success, r.failed,
+        r.verified, r.corrupted, static_cast<unsigned long long>(r.bytes), r.seconds, r.gbps());
   std::cout.flush();
 }
 

@@ -33,7 +33,8 @@ deadlines with(std::chrono::seconds boot, std::chrono::seconds wait, std::chrono
 
 }  // namespace
 
-TEST_CASE_METHOD(deadline_fixture, "prefill Bootstrapping: no decode ever asks", "[actors][deadline]") {
+TEST_CASE_METHOD(deadline_fixture, "prefill Bootstrapping: no decode ever asks",
+                 "[actors][deadline]") {
   start();
   auto s = prefill.rt->make_sender(1);
   sched.run();
@@ -71,11 +72,12 @@ TEST_CASE_METHOD(deadline_fixture, "prefill WaitingForInput: the scheduler never
   REQUIRE(r.poll() == kv_poll::failed);
   CHECK(s.failure()->why == r.failure()->why);
   CHECK(r.failure()->why.cause == "room 2#" + std::to_string(r.failure()->room.generation) +
-                                    " stayed in WaitingForInput past its 100s deadline");
+                                      " stayed in WaitingForInput past its 100s deadline");
   CHECK(r.failure()->why.origin.side == role::prefill);
 }
 
-TEST_CASE_METHOD(deadline_fixture, "decode WaitingForInput: the prefill scheduler never opens the room",
+TEST_CASE_METHOD(deadline_fixture,
+                 "decode WaitingForInput: the prefill scheduler never opens the room",
                  "[actors][deadline]") {
   decode_limits = with(60s, 10s, 60s);
   start();
@@ -96,7 +98,8 @@ TEST_CASE_METHOD(deadline_fixture, "decode WaitingForInput: the prefill schedule
   CHECK(s.failure()->why == why);
 }
 
-TEST_CASE_METHOD(deadline_fixture, "Transferring: the last chunk never comes", "[actors][deadline]") {
+TEST_CASE_METHOD(deadline_fixture, "Transferring: the last chunk never comes",
+                 "[actors][deadline]") {
   auto decode_first = GENERATE(true, false);
   CAPTURE(decode_first);
   prefill_limits = with(60s, 300s, decode_first ? 40s : 20s);
@@ -116,11 +119,13 @@ TEST_CASE_METHOD(deadline_fixture, "Transferring: the last chunk never comes", "
   REQUIRE(r.poll() == kv_poll::failed);
   REQUIRE(s.poll() == kv_poll::failed);
   CHECK(s.failure()->why == r.failure()->why);
-  CHECK_THAT(r.failure()->why.cause, Catch::Contains("stayed in Transferring past its 20s deadline"));
+  CHECK_THAT(r.failure()->why.cause,
+             Catch::Contains("stayed in Transferring past its 20s deadline"));
   CHECK(r.failure()->why.origin.side == (decode_first ? role::decode : role::prefill));
 }
 
-TEST_CASE_METHOD(deadline_fixture, "progress re-arms the Transferring deadline", "[actors][deadline]") {
+TEST_CASE_METHOD(deadline_fixture, "progress re-arms the Transferring deadline",
+                 "[actors][deadline]") {
   prefill_limits = decode_limits = with(60s, 300s, 20s);
   start();
   auto r = decode.rt->make_receiver(5, where());
@@ -153,8 +158,9 @@ TEST_CASE_METHOD(deadline_fixture, "decode Bootstrapping: the prefill instance n
   REQUIRE(r.poll() == kv_poll::failed);
   auto why = r.failure()->why;
   CHECK(why.code == errc::bootstrap_unreachable);
-  CHECK_THAT(why.cause, Catch::Contains("stayed in Bootstrapping past its 60s deadline") &&
-                          Catch::Contains("prefill instance prefill-empty has 0 of 0 ranks registered"));
+  CHECK_THAT(why.cause,
+             Catch::Contains("stayed in Bootstrapping past its 60s deadline") &&
+                 Catch::Contains("prefill instance prefill-empty has 0 of 0 ranks registered"));
   caf::anon_send_exit(empty, caf::exit_reason::kill);
 }
 
@@ -163,31 +169,32 @@ namespace {
 /// A decider that never answers.
 decode_rank_actor::behavior_type silent_decoder() {
   return {
-    [](room_open_atom, uint64_t, bootstrap_locator&, room_slot_ptr&) {},
-    [](receiver_init&) -> caf::result<void> { return caf::unit; },
-    [](room_abort_atom, uint64_t) -> caf::result<void> { return caf::unit; },
-    [](room_clear_atom, uint64_t) -> caf::result<void> { return caf::unit; },
-    [](room_poll_atom, uint64_t) -> room_status { return {}; },
-    [](chunk_landed&) {},
-    [](room_failure&) {},
-    [](room_verdict&) {},
-    [](deadline_atom, uint64_t, uint64_t) {},
-    [](retry_atom, std::string&) {},
+      [](room_open_atom, uint64_t, bootstrap_locator&, room_slot_ptr&) {},
+      [](receiver_init&) -> caf::result<void> { return caf::unit; },
+      [](room_abort_atom, uint64_t) -> caf::result<void> { return caf::unit; },
+      [](room_clear_atom, uint64_t) -> caf::result<void> { return caf::unit; },
+      [](room_poll_atom, uint64_t) -> room_status { return {}; },
+      [](chunk_landed&) {},
+      [](room_failure&) {},
+      [](room_verdict&) {},
+      [](deadline_atom, uint64_t, uint64_t) {},
+      [](retry_atom, std::string&) {},
   };
 }
 
 }  // namespace
 
-TEST_CASE_METHOD(deadline_fixture, "a rank whose decider never answers concludes with its own cause",
+TEST_CASE_METHOD(deadline_fixture,
+                 "a rank whose decider never answers concludes with its own cause",
                  "[actors][deadline]") {
   start();
   auto silent = sys.spawn(silent_decoder);
   auto s = prefill.rt->make_sender(7);
   sched.run();
   // A request from a rank that never registered: refused, reported to the decider.
-  caf::anon_send(prefill.rt->prefill(),
-                 room_request{room_key{7, 1}, rank_ref{role::decode, "ghost", 1, 0, 0}, silent,
-                              dst, 0});
+  caf::anon_send(
+      prefill.rt->prefill(),
+      room_request{room_key{7, 1}, rank_ref{role::decode, "ghost", 1, 0, 0}, silent, dst, 0});
   sched.run();
   CHECK(s.poll() == kv_poll::bootstrapping);
   pass(4s);

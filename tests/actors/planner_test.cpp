@@ -76,7 +76,8 @@ TEST_CASE("consecutive pages merge into one write per buffer", "[logic][planner]
   memory sm, dm;
   auto sl = sm.layout(16, 3, false, 64, 1, 0);
   auto dl = dm.layout(16, 3, false, 64, 200, 128);
-  auto plan = plan_kv(sl, dl, std::vector<uint32_t>{4, 5, 6, 7}, std::vector<uint32_t>{10, 11, 12, 13});
+  auto plan =
+      plan_kv(sl, dl, std::vector<uint32_t>{4, 5, 6, 7}, std::vector<uint32_t>{10, 11, 12, 13});
   REQUIRE(plan.ok());
   CHECK(plan->ops.size() == 6);  // one per buffer: 3 layers x K,V
   CHECK(plan->bytes == 6 * 4 * sl.kv_buffers[0].item_len);
@@ -136,11 +137,13 @@ TEST_CASE("the planner refuses inconsistent input instead of truncating", "[logi
   auto dl = dm.layout(16, 2, false, 4, 50, 0);
   auto more_src = plan_kv(sl, dl, std::vector<uint32_t>{1, 2, 3}, std::vector<uint32_t>{1, 2});
   REQUIRE_FALSE(more_src.ok());
-  CHECK_THAT(more_src.error().message(), Catch::Contains("3 source pages against 2 destination pages"));
+  CHECK_THAT(more_src.error().message(),
+             Catch::Contains("3 source pages against 2 destination pages"));
   auto dst_range = plan_kv(sl, dl, std::vector<uint32_t>{1}, std::vector<uint32_t>{4});
   REQUIRE_FALSE(dst_range.ok());
-  CHECK_THAT(dst_range.error().message(),
-             Catch::Contains("destination page 4 at position 0 out of range, the pool holds 4 pages"));
+  CHECK_THAT(
+      dst_range.error().message(),
+      Catch::Contains("destination page 4 at position 0 out of range, the pool holds 4 pages"));
   auto src_range = plan_kv(sl, dl, std::vector<uint32_t>{8}, std::vector<uint32_t>{0});
   REQUIRE_FALSE(src_range.ok());
   CHECK_THAT(src_range.error().message(), Catch::Contains("source page 8"));

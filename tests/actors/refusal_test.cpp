@@ -103,7 +103,33 @@ TEST_CASE_METHOD(refusal_fixture, "out-of-range destination pages fail that room
   CHECK(ds == kv_poll::success);
 }
 
-TEST_CASE_METHOD(refusal_fixture, "out-of-range source pages fail that room only", "[actors][refusal]") {
+TEST_CASE_METHOD(refusal_fixture,
+                 "a page count that differs between the sides fails the room on both",
+                 "[actors][refusal]") {
+  start();
+  auto init_first = GENERATE(true, false);
+  CAPTURE(init_first);
+  auto s = prefill.rt->make_sender(43);
+  if (init_first) {
+    s.init(3, 0);
+    sched.run();
+  }
+  auto r = decode.rt->make_receiver(43, where());
+  r.init({1, 2}, 0);
+  sched.run();
+  if (!init_first)
+    s.init(3, 0);
+  sched.run();
+  REQUIRE(s.poll() == kv_poll::failed);
+  REQUIRE(r.poll() == kv_poll::failed);
+  CHECK(s.failure()->why.code == errc::invalid_pages);
+  CHECK(s.failure()->why.cause == "decode decode-0 tp0 pp0 gave 2 pages for a room of 3 pages");
+  CHECK(r.failure()->why == s.failure()->why);
+  CHECK(s.failure()->room == r.failure()->room);
+}
+
+TEST_CASE_METHOD(refusal_fixture, "out-of-range source pages fail that room only",
+                 "[actors][refusal]") {
   start();
   auto s = prefill.rt->make_sender(42);
   auto r = decode.rt->make_receiver(42, where());
@@ -136,8 +162,9 @@ TEST_CASE_METHOD(refusal_fixture, "a message for a room that is not open is refu
   CHECK(s.poll() == kv_poll::bootstrapping);
   auto rh2 = self->request(decode.rt->decode(), caf::infinite, room_abort_atom_v, uint64_t{52});
   sched.run();
-  rh2.receive([] { FAIL("abort of room 52 was accepted"); },
-              [&](caf::error& err) { CHECK(to_failure(err, rank_ref{}).code == errc::unknown_room); });
+  rh2.receive(
+      [] { FAIL("abort of room 52 was accepted"); },
+      [&](caf::error& err) { CHECK(to_failure(err, rank_ref{}).code == errc::unknown_room); });
 }
 
 TEST_CASE_METHOD(refusal_fixture, "a duplicate room is refused; the first one carries on",
@@ -226,7 +253,7 @@ TEST_CASE_METHOD(refusal_fixture, "a transport error or an exception fails that 
   auto plan = std::make_shared<faulty_transport::plan>();
   wrap_prefill_transport = [plan](std::unique_ptr<transport::transport> inner) {
     return std::unique_ptr<transport::transport>{
-      std::make_unique<faulty_transport>(std::move(inner), plan)};
+        std::make_unique<faulty_transport>(std::move(inner), plan)};
   };
   auto throw_instead = GENERATE(false, true);
   CAPTURE(throw_instead);

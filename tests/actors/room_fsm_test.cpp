@@ -33,10 +33,10 @@ TEST_CASE("room_fsm moves up only, and arms each state's deadline", "[logic][fsm
   CHECK_FALSE(fsm.is_current(t->epoch - 1));
   CHECK(fsm.is_current(t->epoch));
 
-  CHECK_FALSE(fsm.advance(kv_poll::bootstrapping));  // never down
+  CHECK_FALSE(fsm.advance(kv_poll::bootstrapping));      // never down
   CHECK_FALSE(fsm.advance(kv_poll::waiting_for_input));  // not above
-  CHECK_FALSE(fsm.advance(kv_poll::success));  // only succeed() concludes
-  CHECK_FALSE(fsm.advance(kv_poll::failed));   // only fail() concludes
+  CHECK_FALSE(fsm.advance(kv_poll::success));            // only succeed() concludes
+  CHECK_FALSE(fsm.advance(kv_poll::failed));             // only fail() concludes
   REQUIRE(fsm.advance(kv_poll::transferring));
   CHECK(fsm.take_timer()->after == 30s);
 
@@ -83,9 +83,11 @@ TEST_CASE("room_fsm: awaiting a verdict swaps in the verdict deadline", "[logic]
 
 TEST_CASE("room_fsm names the state a room was stuck in", "[logic][fsm]") {
   room_fsm fsm{limits()};
-  CHECK(fsm.stuck_cause(room_key{42, 7}) == "room 42#7 stayed in Bootstrapping past its 10s deadline");
+  CHECK(fsm.stuck_cause(room_key{42, 7}) ==
+        "room 42#7 stayed in Bootstrapping past its 10s deadline");
   fsm.advance(kv_poll::waiting_for_input);
-  CHECK(fsm.stuck_cause(room_key{42, 0}) == "room 42 stayed in WaitingForInput past its 20s deadline");
+  CHECK(fsm.stuck_cause(room_key{42, 0}) ==
+        "room 42 stayed in WaitingForInput past its 20s deadline");
 }
 
 TEST_CASE("durations print in the unit that reads best", "[logic][fsm]") {

@@ -63,7 +63,8 @@ TEST_CASE("prefill room: the destination is checked and the jobs follow it", "[l
   auto dl = layout(8, 2);
   prefill_room room{5, nullptr, me, l, deadlines{}};
   REQUIRE_FALSE(room.init(3, 1));
-  CHECK(room.bind(request(5, {1, 2}), dl, 1)->cause == "decode d tp0 pp0 gave 2 pages for a room of 3 pages");
+  CHECK(room.bind(request(5, {1, 2}), dl, 1)->cause ==
+        "decode d tp0 pp0 gave 2 pages for a room of 3 pages");
   CHECK(room.bind(request(5, {1, 2, 8}), dl, 1)->cause ==
         "destination page 8 out of range, the decode pool holds 8 pages");
   CHECK(room.bind(request(5, {1, 2, 3}, 2), dl, 1)->cause ==
@@ -100,7 +101,8 @@ TEST_CASE("decode room: destination pages must be distinct and in range", "[logi
   CHECK(room.init({1, 2, 1}, 0)->cause ==
         "destination page 1 given twice (again at position 2), expected distinct pages");
   CHECK(room.init({1}, 5)->cause == "aux_slot 5 out of range, the aux buffers hold 2 rows");
-  CHECK(room.init({1}, no_aux_slot)->cause == "aux_slot none out of range, the aux buffers hold 2 rows");
+  CHECK(room.init({1}, no_aux_slot)->cause ==
+        "aux_slot none out of range, the aux buffers hold 2 rows");
   REQUIRE_FALSE(room.init({1, 2}, 0));
 }
 
@@ -109,7 +111,8 @@ TEST_CASE("decode room: only its sources count, each up to its last chunk", "[lo
   decode_room room{room_key{5, 1}, nullptr, "local:1", dec, l, deadlines{}};
   room.set_sources({me});
   rank_ref stranger{role::prefill, "x", 1, 3, 0};
-  CHECK(room.landed(chunk_landed{room.key(), stranger, 0, 1, 10, false})->code == errc::invalid_chunk);
+  CHECK(room.landed(chunk_landed{room.key(), stranger, 0, 1, 10, false})->code ==
+        errc::invalid_chunk);
   REQUIRE_FALSE(room.landed(chunk_landed{room.key(), me, 0, 1, 10, false}));
   CHECK(room.fsm().state() == kv_poll::transferring);
   CHECK_FALSE(room.all_sources_done());

@@ -5,9 +5,9 @@
 
 #include <regex>
 
-#include "tests/support/child_process.hpp"
+#include "apps/common/child_process.hpp"
 
-using namespace kvferry::test;
+using namespace kvferry::apps;
 using namespace std::chrono_literals;
 
 namespace {
@@ -15,12 +15,14 @@ namespace {
 const std::string demo = KVFERRY_DEMO_PATH;
 
 /// Starts the prefill side and returns it with its bootstrap port.
-std::pair<std::unique_ptr<child_process>, std::string> start_prefill(std::vector<std::string> extra) {
+std::pair<std::unique_ptr<child_process>, std::string> start_prefill(
+    std::vector<std::string> extra) {
   std::vector<std::string> argv{demo, "--role=prefill", "--bootstrap-port=0"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto p = std::make_unique<child_process>(argv);
   auto line = p->wait_for_line(
-    [](const std::string& l) { return l.find("bootstrap listening on") != std::string::npos; }, 20s);
+      [](const std::string& l) { return l.find("bootstrap listening on") != std::string::npos; },
+      20s);
   REQUIRE(line);
   std::smatch m;
   REQUIRE(std::regex_search(*line, m, std::regex{R"(:(\d+)$)"}));
@@ -33,8 +35,13 @@ TEST_CASE("two processes: a prefill and a decode process move every byte", "[e2e
   auto chunk = GENERATE(as<std::string>{}, "--chunk-pages=1", "--chunk-pages=3", "--chunk-pages=0");
   auto model = GENERATE(as<std::string>{}, "--model=tiny", "--model=deepseek-mla");
   CAPTURE(chunk, model);
-  std::vector<std::string> common{"--rooms=40", "--pool-pages=96", "--page-size=16", chunk, model,
-                                  "--max-tokens=200", "--kvferry.bootstrap-timeout=20s"};
+  std::vector<std::string> common{"--rooms=40",
+                                  "--pool-pages=96",
+                                  "--page-size=16",
+                                  chunk,
+                                  model,
+                                  "--max-tokens=200",
+                                  "--kvferry.bootstrap-timeout=20s"};
   auto [prefill, port] = start_prefill(common);
   std::vector<std::string> argv{demo, "--role=decode", "--bootstrap-port=" + port};
   argv.insert(argv.end(), common.begin(), common.end());
@@ -45,14 +52,17 @@ TEST_CASE("two processes: a prefill and a decode process move every byte", "[e2e
   INFO("prefill output:\n" << prefill->output());
   CHECK(drc == 0);
   CHECK(prc == 0);
-  CHECK_THAT(decode.output(), Catch::Contains("decode: 40 requests, 40 Success, 0 Failed, 40 verified byte for byte, 0 corrupted"));
+  CHECK_THAT(
+      decode.output(),
+      Catch::Contains(
+          "decode: 40 requests, 40 Success, 0 Failed, 40 verified byte for byte, 0 corrupted"));
   CHECK_THAT(prefill->output(), Catch::Contains("prefill: 40 requests, 40 Success, 0 Failed"));
 }
 
 TEST_CASE("two processes: a page size mismatch is refused at handshake on both sides",
           "[e2e][process]") {
-  auto [prefill, port] = start_prefill({"--rooms=12", "--model=tiny", "--page-size=16",
-                                        "--kvferry.bootstrap-timeout=20s"});
+  auto [prefill, port] = start_prefill(
+      {"--rooms=12", "--model=tiny", "--page-size=16", "--kvferry.bootstrap-timeout=20s"});
   child_process decode{{demo, "--role=decode", "--bootstrap-port=" + port, "--rooms=12",
                         "--model=tiny", "--page-size=32", "--kvferry.bootstrap-timeout=20s"}};
   int drc = decode.wait(60s);
@@ -72,7 +82,9 @@ TEST_CASE("the main job runs in one process and verifies every byte", "[e2e][pro
   int rc = job.wait(120s);
   INFO(job.output());
   CHECK(rc == 0);
-  CHECK_THAT(job.output(), Catch::Contains("decode: 60 requests, 60 Success, 0 Failed, 60 verified byte for byte"));
+  CHECK_THAT(
+      job.output(),
+      Catch::Contains("decode: 60 requests, 60 Success, 0 Failed, 60 verified byte for byte"));
   CHECK_THAT(job.output(), Catch::Contains("GB/s"));
   CHECK_THAT(job.output(), Catch::Contains("states reached:"));
 }

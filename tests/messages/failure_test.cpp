@@ -25,11 +25,11 @@ TEST_CASE("codes are scoped by what they take down", "[messages][failure]") {
   CHECK(scope_of(errc::none) == failure_scope::none);
   for (auto c : {errc::layout_mismatch, errc::invalid_pages, errc::invalid_chunk,
                  errc::unknown_room, errc::duplicate_room, errc::deadline, errc::aborted,
-                 errc::aux_mismatch, errc::transfer_failed, errc::out_of_bounds,
-                 errc::unsupported, errc::internal, errc::invalid_argument})
+                 errc::aux_mismatch, errc::transfer_failed, errc::out_of_bounds, errc::unsupported,
+                 errc::internal, errc::invalid_argument})
     CHECK(scope_of(c) == failure_scope::room);
-  for (auto c : {errc::peer_down, errc::heartbeat_lost, errc::connect_failed,
-                 errc::bootstrap_unreachable})
+  for (auto c :
+       {errc::peer_down, errc::heartbeat_lost, errc::connect_failed, errc::bootstrap_unreachable})
     CHECK(scope_of(c) == failure_scope::peer);
   for (auto c : {errc::instance_restarted, errc::shut_down})
     CHECK(scope_of(c) == failure_scope::instance);
@@ -49,8 +49,8 @@ TEST_CASE("every code has a name", "[messages][failure]") {
 TEST_CASE("a scheduler's error carries the room, the cause and the origin rank",
           "[messages][failure]") {
   transfer_error e{room_key{42, 7},
-                   failure{errc::deadline, "room 42#7 stayed in WaitingForInput past its 30s deadline",
-                           decode0()}};
+                   failure{errc::deadline,
+                           "room 42#7 stayed in WaitingForInput past its 30s deadline", decode0()}};
   CHECK(e.what() ==
         "KVTransferError(room 42#7): deadline: room 42#7 stayed in WaitingForInput past its 30s "
         "deadline (from decode-0 tp1 pp0)");

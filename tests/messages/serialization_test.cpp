@@ -27,7 +27,8 @@ rank_ref sample_rank() {
 
 }  // namespace
 
-TEST_CASE_METHOD(coordinator_fixture, "every message type round-trips", "[messages][serialization]") {
+TEST_CASE_METHOD(coordinator_fixture, "every message type round-trips",
+                 "[messages][serialization]") {
   auto l = sample_layout();
   auto r = sample_rank();
   failure f{errc::out_of_bounds, std::string{"bytes\0with nul", 14}, r};

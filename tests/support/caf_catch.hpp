@@ -72,10 +72,10 @@ struct msg_builder {
 #undef CAF_REQUIRE_NOT_GREATER_OR_EQUAL
 
 #define CAF_MESSAGE(msg) UNSCOPED_INFO((::caf_catch::msg_builder{} << msg).str)
-#define CAF_FAIL(msg)                                   \
-  do {                                                  \
-    FAIL((::caf_catch::msg_builder{} << msg).str);      \
-    ::caf_catch::unreachable();                         \
+#define CAF_FAIL(msg)                              \
+  do {                                             \
+    FAIL((::caf_catch::msg_builder{} << msg).str); \
+    ::caf_catch::unreachable();                    \
   } while (false)
 #define CAF_ERROR(msg) FAIL_CHECK((::caf_catch::msg_builder{} << msg).str)
 #define CAF_CHECK(...) CHECK(static_cast<bool>(__VA_ARGS__))

@@ -23,7 +23,8 @@ class completion_log {
 
   /// Waits until `n` completions arrived (or the timeout); returns them all.
   std::vector<transport::completion> wait(size_t n,
-                                          std::chrono::milliseconds timeout = std::chrono::seconds{10}) {
+                                          std::chrono::milliseconds timeout = std::chrono::seconds{
+                                              10}) {
     std::unique_lock guard{mu_};
     cv_.wait_for(guard, timeout, [&] { return done_.size() >= n; });
     return done_;

@@ -19,13 +19,13 @@ class faulty_transport final : public tp::transport {
  public:
   struct plan {
     std::mutex mu;
-    std::map<uint64_t, tp::status> fail;  ///< post number → completion error
-    std::map<uint64_t, std::string> throw_at;    ///< post number → exception text
+    std::map<uint64_t, tp::status> fail;       ///< post number → completion error
+    std::map<uint64_t, std::string> throw_at;  ///< post number → exception text
     std::atomic<uint64_t> posts{0};
   };
 
   faulty_transport(std::unique_ptr<tp::transport> inner, std::shared_ptr<plan> p)
-    : inner_(std::move(inner)), plan_(std::move(p)) {}
+      : inner_(std::move(inner)), plan_(std::move(p)) {}
 
   std::string_view name() const override { return inner_->name(); }
   tp::caps capabilities() const override { return inner_->capabilities(); }
@@ -33,9 +33,7 @@ class faulty_transport final : public tp::transport {
   tp::result<tp::region_id> register_region(void* base, uint64_t len) override {
     return inner_->register_region(base, len);
   }
-  tp::status deregister_region(tp::region_id id) override {
-    return inner_->deregister_region(id);
-  }
+  tp::status deregister_region(tp::region_id id) override { return inner_->deregister_region(id); }
   tp::result<tp::peer_id> connect(const std::string& endpoint) override {
     return inner_->connect(endpoint);
   }

@@ -47,7 +47,7 @@ struct pair_fixture : coordinator_fixture {
   std::optional<deadlines> prefill_limits;  ///< per side, when they should differ
   std::optional<deadlines> decode_limits;
   std::function<std::unique_ptr<transport::transport>(std::unique_ptr<transport::transport>)>
-    wrap_prefill_transport;
+      wrap_prefill_transport;
   uint64_t seed = 7;
 
   bootstrap_actor boot;
@@ -85,7 +85,8 @@ struct pair_fixture : coordinator_fixture {
     o.tp_size = tp_size;
     o.pool = r.pool->describe();
     o.transport = "inproc";
-    o.limits = side == role::prefill ? prefill_limits.value_or(limits) : decode_limits.value_or(limits);
+    o.limits =
+        side == role::prefill ? prefill_limits.value_or(limits) : decode_limits.value_or(limits);
     o.wait_on_stop = false;
     if (side == role::prefill) {
       o.bootstrap = where();

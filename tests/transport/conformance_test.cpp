@@ -82,9 +82,8 @@ TEST_CASE("backends: writes land, refusals name the values, completions come onc
     auto done = p.log.wait(1);
     REQUIRE(done.size() == 1);
     CHECK(done[0].result.error_code() == code::out_of_bounds);
-    CHECK_THAT(done[0].result.message(),
-               Catch::Contains("write of 11 B at offset 65526 past") &&
-                 Catch::Contains("(65536 B)"));
+    CHECK_THAT(done[0].result.message(), Catch::Contains("write of 11 B at offset 65526 past") &&
+                                             Catch::Contains("(65536 B)"));
     CHECK(p.zero(0, 1 << 16));
   }
 
@@ -139,7 +138,8 @@ TEST_CASE("backends: writes land, refusals name the values, completions come onc
   SECTION("many batches complete exactly once, in post order") {
     constexpr uint64_t n = 300;
     for (uint64_t i = 0; i < n; ++i)
-      REQUIRE(p.a->post(p.to_b, write_batch{i, {{p.src_id, i * 128, p.dst_id, i * 128, 128}}}).ok());
+      REQUIRE(
+          p.a->post(p.to_b, write_batch{i, {{p.src_id, i * 128, p.dst_id, i * 128, 128}}}).ok());
     auto done = p.log.wait(n);
     REQUIRE(done.size() == n);
     for (uint64_t i = 0; i < n; ++i) {
@@ -177,7 +177,8 @@ TEST_CASE("backends: writes land, refusals name the values, completions come onc
   }
 }
 
-TEST_CASE("backends: a peer that is gone fails the batches sent to it", "[transport][conformance]") {
+TEST_CASE("backends: a peer that is gone fails the batches sent to it",
+          "[transport][conformance]") {
   auto backend = GENERATE(from_range(backend_names()));
   CAPTURE(backend);
   std::string dead_endpoint;

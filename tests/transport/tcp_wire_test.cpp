@@ -160,7 +160,7 @@ TEST_CASE("tcp: a receiver that goes away fails the batches in flight; a new one
 TEST_CASE("tcp: endpoints are parsed strictly", "[transport][tcp]") {
   CHECK(tcp::parse_endpoint("tcp://127.0.0.1:80").ok());
   CHECK(tcp::parse_endpoint("tcp://[::1]:80")->host == "::1");
-  for (auto bad : {"tcp://127.0.0.1", "tcp://:80", "tcp://h:0", "tcp://h:70000", "udp://h:1",
-                   "tcp://h:8a"})
+  for (auto bad :
+       {"tcp://127.0.0.1", "tcp://:80", "tcp://h:0", "tcp://h:70000", "udp://h:1", "tcp://h:8a"})
     CHECK(tcp::parse_endpoint(bad).error().error_code() == code::invalid_argument);
 }

@@ -47,7 +47,7 @@ result<std::unique_ptr<tcp_receiver>> tcp_receiver::start(const std::string& hos
 }
 
 tcp_receiver::tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions)
-  : regions_(regions), listener_(std::move(listener)), port_(port) {
+    : regions_(regions), listener_(std::move(listener)), port_(port) {
   acceptor_ = std::thread{[this] { accept_loop(); }};
 }
 

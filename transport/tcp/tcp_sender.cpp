@@ -12,10 +12,10 @@ constexpr int connect_timeout_ms = 5000;
 
 tcp_sender::tcp_sender(host_port where, std::string endpoint, const region_table& local,
                        std::function<void(completion)> complete)
-  : where_(std::move(where)),
-    endpoint_(std::move(endpoint)),
-    local_(local),
-    complete_(std::move(complete)) {
+    : where_(std::move(where)),
+      endpoint_(std::move(endpoint)),
+      local_(local),
+      complete_(std::move(complete)) {
   writer_ = std::thread{[this] { writer_loop(); }};
 }
 
@@ -132,7 +132,8 @@ void tcp_sender::writer_loop() {
     }
     if (!bad.ok() || batch.ops.size() > max_ops_per_batch) {
       if (bad.ok())
-        bad = status::invalid_argument(std::to_string(batch.ops.size()) + " ops in one batch, at most " +
+        bad = status::invalid_argument(std::to_string(batch.ops.size()) +
+                                       " ops in one batch, at most " +
                                        std::to_string(max_ops_per_batch));
       fail(batch.cookie, bad);
       continue;
@@ -175,8 +176,8 @@ void tcp_sender::reader_loop(int fd, uint64_t generation) {
       std::lock_guard guard{mu_};
       if (in_flight_.empty() || in_flight_.front().first != ack.cookie ||
           in_flight_.front().second != generation) {
-        st = status::protocol_error("ack for batch " + std::to_string(ack.cookie) +
-                                    " out of order");
+        st =
+            status::protocol_error("ack for batch " + std::to_string(ack.cookie) + " out of order");
       } else {
         in_flight_.pop_front();
       }
@@ -186,9 +187,10 @@ void tcp_sender::reader_loop(int fd, uint64_t generation) {
       return;
     }
     auto result = static_cast<code>(ack.code);
-    complete_(completion{ack.cookie, result == code::ok
-                                       ? status{}
-                                       : status::from(result, "tcp peer " + endpoint_ + ": " + message)});
+    complete_(completion{ack.cookie,
+                         result == code::ok
+                             ? status{}
+                             : status::from(result, "tcp peer " + endpoint_ + ": " + message)});
   }
 }
 

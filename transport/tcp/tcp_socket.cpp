@@ -1,9 +1,9 @@
 #include "transport/tcp/tcp_socket.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -96,7 +96,8 @@ result<std::pair<socket_fd, uint16_t>> listen_on(const std::string& host, uint16
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* res = nullptr;
   auto port_text = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints, &res);
+  if (int rc =
+          ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints, &res);
       rc != 0)
     return status::invalid_argument("cannot resolve listen address '" + host +
                                     "': " + gai_strerror(rc));
@@ -110,16 +111,16 @@ result<std::pair<socket_fd, uint16_t>> listen_on(const std::string& host, uint16
     int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), 128) != 0) {
-      last = status::io_error("cannot listen on " + host + ":" + port_text + ": " +
-                              errno_text(errno));
+      last =
+          status::io_error("cannot listen on " + host + ":" + port_text + ": " + errno_text(errno));
       continue;
     }
     sockaddr_storage bound{};
     socklen_t len = sizeof(bound);
     ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
     uint16_t actual = bound.ss_family == AF_INET6
-                        ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                        : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+                          ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                          : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     ::freeaddrinfo(res);
     return std::pair<socket_fd, uint16_t>{std::move(fd), actual};
   }

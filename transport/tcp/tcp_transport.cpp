@@ -13,7 +13,7 @@ namespace {
 class tcp_transport final : public transport {
  public:
   tcp_transport(std::string host, std::unique_ptr<region_table> regions)
-    : host_(std::move(host)), regions_(std::move(regions)) {}
+      : host_(std::move(host)), regions_(std::move(regions)) {}
 
   /// Second step of construction: the receiver refers to regions_.
   status listen(uint16_t port) {
@@ -58,8 +58,9 @@ class tcp_transport final : public transport {
     if (!where.ok())
       return where.error();
     std::lock_guard guard{mu_};
-    senders_.push_back(std::make_unique<tcp_sender>(
-      std::move(where).value(), endpoint, *regions_, [this](completion c) { deliver(std::move(c)); }));
+    senders_.push_back(
+        std::make_unique<tcp_sender>(std::move(where).value(), endpoint, *regions_,
+                                     [this](completion c) { deliver(std::move(c)); }));
     return static_cast<peer_id>(senders_.size() - 1);
   }
 

@@ -1,5 +1,7 @@
-// A child process for end-to-end tests: started with fork/exec, its stdout and
-// stderr read through a pipe, waited for with a timeout (and killed on it).
+// A child process (the bench's peers, the end-to-end tests' nodes): started
+// with fork/exec, its stdout and stderr read through a pipe, its stdin a pipe
+// the parent can close to tell it to finish, waited for with a timeout (and
+// killed on it).
 #pragma once
 
 #include <chrono>
@@ -8,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace kvferry::test {
+namespace kvferry::apps {
 
 class child_process {
  public:
@@ -27,6 +29,9 @@ class child_process {
   /// -1 if the child had to be killed after `timeout`.
   int wait(std::chrono::milliseconds timeout);
 
+  /// Closes the child's stdin (peers treat it as "finish now").
+  void close_stdin();
+
   /// Everything the child printed so far.
   const std::string& output() const { return out_; }
 
@@ -38,10 +43,11 @@ class child_process {
 
   int pid_ = -1;
   int fd_ = -1;
+  int in_ = -1;
   bool eof_ = false;
   std::string out_;
   size_t scanned_ = 0;  // lines before this offset were offered to wait_for_line
   std::optional<int> status_;
 };
 
-}  // namespace kvferry::test
+}  // namespace kvferry::apps

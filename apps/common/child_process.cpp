@@ -1,4 +1,4 @@
-#include "tests/support/child_process.hpp"
+#include "apps/common/child_process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -8,16 +8,18 @@
 
 #include <stdexcept>
 
-namespace kvferry::test {
+namespace kvferry::apps {
 
 child_process::child_process(std::vector<std::string> argv) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
+  int ins[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0 || ::pipe2(ins, O_CLOEXEC) != 0)
     throw std::runtime_error("pipe2 failed");
   pid_ = ::fork();
   if (pid_ < 0)
     throw std::runtime_error("fork failed");
   if (pid_ == 0) {
+    ::dup2(ins[0], 0);
     ::dup2(fds[1], 1);
     ::dup2(fds[1], 2);
     std::vector<char*> args;
@@ -28,7 +30,16 @@ child_process::child_process(std::vector<std::string> argv) {
     ::_exit(127);
   }
   ::close(fds[1]);
+  ::close(ins[0]);
   fd_ = fds[0];
+  in_ = ins[1];
+}
+
+void child_process::close_stdin() {
+  if (in_ >= 0) {
+    ::close(in_);
+    in_ = -1;
+  }
 }
 
 child_process::~child_process() {
@@ -38,6 +49,7 @@ child_process::~child_process() {
   }
   if (fd_ >= 0)
     ::close(fd_);
+  close_stdin();
 }
 
 bool child_process::pump(std::chrono::milliseconds timeout) {
@@ -57,7 +69,7 @@ bool child_process::pump(std::chrono::milliseconds timeout) {
 }
 
 std::optional<std::string> child_process::wait_for_line(
-  const std::function<bool(const std::string&)>& pred, std::chrono::milliseconds timeout) {
+    const std::function<bool(const std::string&)>& pred, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     for (auto nl = out_.find('\n', scanned_); nl != std::string::npos;
@@ -68,7 +80,7 @@ std::optional<std::string> child_process::wait_for_line(
         return line;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || !pump(std::min(left, std::chrono::milliseconds{100})))
       if (left.count() <= 0 || eof_)
         return std::nullopt;
@@ -98,4 +110,4 @@ int child_process::wait(std::chrono::milliseconds timeout) {
   return WIFEXITED(*status_) ? WEXITSTATUS(*status_) : 128 + WTERMSIG(*status_);
 }
 
-}  // namespace kvferry::test
+}  // namespace kvferry::apps

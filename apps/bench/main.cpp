@@ -1,0 +1,50 @@
+// kvferry-bench SUITE [--json] [--quick] [--reps=N]
+//
+// Measures kvferry against the machine's own limits in the same run and
+// prints one line per figure (one JSON object per line with --json). Suites:
+//   tcp   tcp_bandwidth (vs a raw TCP stream), room_latency_us (vs CAF's RTT)
+// The bench starts its peers itself (--peer=NAME re-executes this binary).
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+
+#include "actors/log.hpp"
+#include "apps/bench/bench_args.hpp"
+#include "apps/bench/suite_tcp.hpp"
+
+namespace {
+
+int usage() {
+  std::cerr << "usage: kvferry-bench SUITE [--json] [--quick] [--reps=N]\n"
+               "suites:\n"
+               "  tcp   tcp_bandwidth: KV-shaped batches through the tcp backend, baseline a raw\n"
+               "        TCP stream between the same two processes; room_latency_us: p50/p99 of\n"
+               "        one small room across two processes, baseline CAF's request round trip\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    auto a = kvferry::bench::parse_args(argc, argv);
+    kvferry::set_log_level("error");
+    if (a.has("peer")) {
+      auto peer = a.get("peer", std::string{});
+      if (peer == "tcp-sink")
+        return kvferry::bench::run_tcp_sink_peer(a);
+      if (peer == "prefill-rooms")
+        return kvferry::bench::run_prefill_rooms_peer(a);
+      std::cerr << "kvferry-bench: --peer=" << peer << ", expected tcp-sink or prefill-rooms\n";
+      return 2;
+    }
+    if (a.suite == "tcp")
+      return kvferry::bench::run_tcp_suite(a);
+    if (!a.suite.empty())
+      std::cerr << "kvferry-bench: unknown suite '" << a.suite << "'\n";
+    return usage();
+  } catch (const std::exception& e) {
+    std::cerr << "kvferry-bench: " << e.what() << "\n";
+    return 1;
+  }
+}

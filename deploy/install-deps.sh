@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what kvferry needs to build and test, from Debian's packages only.
+# Idempotent: packages already present are left alone, and apt is not touched
+# at all when nothing is missing. Run as root (or with sudo available).
+set -euo pipefail
+
+packages=(
+  g++ cmake make            # toolchain (g++ only: Debian's libcaf is GCC-built)
+  libcaf-dev                # C++ Actor Framework 0.17: core, io, openssl
+  libssl-dev                # caf/openssl headers include OpenSSL's
+  catch2                    # Catch2 v2
+  libspdlog-dev libfmt-dev  # logging
+  libibverbs-dev librdmacm-dev  # the verbs backend (built always, runs where a device is)
+  iproute2                  # ip netns, for multi-host tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo="sudo"
+  else
+    echo "install-deps: missing ${missing[*]}; run this script as root" >&2
+    exit 1
+  fi
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
