@@ -140,6 +140,18 @@ std::optional<std::string> validate(const kv_layout& x) {
   return std::nullopt;
 }
 
+std::optional<std::string> check_aux_slot(const kv_layout& x, uint32_t slot) {
+  if (x.aux_buffers.empty()) {
+    if (slot != no_aux_slot)
+      return "aux_slot " + std::to_string(slot) + " given, but the rank has no aux buffers";
+    return std::nullopt;
+  }
+  if (slot >= x.aux_capacity())
+    return "aux_slot " + (slot == no_aux_slot ? std::string{"none"} : std::to_string(slot)) +
+           " out of range, the aux buffers hold " + std::to_string(x.aux_capacity()) + " rows";
+  return std::nullopt;
+}
+
 std::optional<std::string> compare(const kv_layout& p, const kv_layout& d) {
   if (auto m = differ("protocol_version", p.version, d.version))
     return m;

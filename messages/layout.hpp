@@ -96,6 +96,11 @@ typename Inspector::result_type inspect(Inspector& f, kv_layout& x) {
 /// naming the field, its value and what was expected, or nullopt.
 std::optional<std::string> validate(const kv_layout& x);
 
+/// Checks an aux row index against a layout: required (and in range) when the
+/// layout has aux buffers, no_aux_slot otherwise. Returns the problem, naming
+/// the value and the rows the buffers hold, or nullopt.
+std::optional<std::string> check_aux_slot(const kv_layout& x, uint32_t slot);
+
 /// Compares the layouts of a prefill and a decode rank that pair 1:1 (equal
 /// TP). Returns the first field that differs, naming both values
 /// ("page_size prefill=16 decode=64"), or nullopt when they can pair.

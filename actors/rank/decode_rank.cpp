@@ -7,6 +7,7 @@
 
 #include "actors/bootstrap/bootstrap_client.hpp"
 #include "actors/log.hpp"
+#include "actors/rank/room_publish.hpp"
 #include "messages/room.hpp"
 #include "messages/scheduler.hpp"
 
@@ -26,15 +27,7 @@ std::string who(self_ptr self) {
 }
 
 void sync(self_ptr self, decode_room& room) {
-  auto& fsm = room.fsm();
-  if (auto& slot = room.slot()) {
-    if (fsm.state() == kv_poll::failed)
-      slot->fail(room.key(), fsm.why());
-    else
-      slot->advance(fsm.state());
-  }
-  if (auto t = fsm.take_timer())
-    self->delayed_send(self, t->after, deadline_atom_v, room.key().room, t->epoch);
+  publish(self, room.slot(), room.key(), room.fsm());
 }
 
 /// Sends a decided room's verdict to its prefill ranks, once they are known.

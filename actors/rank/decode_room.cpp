@@ -31,15 +31,8 @@ std::optional<failure> decode_room::init(std::vector<uint32_t> dst_pages, uint32
                                            " given twice (again at position " + std::to_string(i) +
                                            "), expected distinct pages");
   }
-  if (local_.aux_buffers.empty() && aux_slot != no_aux_slot)
-    return make(errc::invalid_argument, "aux_slot " + std::to_string(aux_slot) +
-                                            " given, but this rank has no aux buffers");
-  if (!local_.aux_buffers.empty() && aux_slot >= local_.aux_capacity())
-    return make(errc::invalid_argument,
-                "aux_slot " +
-                    (aux_slot == no_aux_slot ? std::string{"none"} : std::to_string(aux_slot)) +
-                    " out of range, the aux buffers hold " + std::to_string(local_.aux_capacity()) +
-                    " rows");
+  if (auto bad = check_aux_slot(local_, aux_slot))
+    return make(errc::invalid_argument, *bad);
   dst_pages_ = std::move(dst_pages);
   aux_slot_ = aux_slot;
   initialized_ = true;

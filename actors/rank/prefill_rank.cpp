@@ -6,6 +6,7 @@
 
 #include "actors/bootstrap/bootstrap_client.hpp"
 #include "actors/log.hpp"
+#include "actors/rank/room_publish.hpp"
 #include "messages/scheduler.hpp"
 #include "messages/transfer.hpp"
 
@@ -26,15 +27,7 @@ std::string who(self_ptr self) {
 
 /// Mirrors the room's state into its published slot and schedules its deadline.
 void sync(self_ptr self, prefill_room& room) {
-  auto& fsm = room.fsm();
-  if (auto& slot = room.slot()) {
-    if (fsm.state() == kv_poll::failed)
-      slot->fail(room.key(), fsm.why());
-    else
-      slot->advance(fsm.state());
-  }
-  if (auto t = fsm.take_timer())
-    self->delayed_send(self, t->after, deadline_atom_v, room.id(), t->epoch);
+  publish(self, room.slot(), room.key(), room.fsm());
 }
 
 /// Concludes a room with the decider's verdict (or its own, when alone).

@@ -25,15 +25,8 @@ std::optional<failure> prefill_room::init(uint32_t num_pages, uint32_t aux_slot)
     return make(errc::invalid_pages, "num_pages " + std::to_string(num_pages) +
                                          " above the prefill pool's " +
                                          count_pages(local_.page_capacity()));
-  if (local_.aux_buffers.empty() && aux_slot != no_aux_slot)
-    return make(errc::invalid_argument, "aux_slot " + std::to_string(aux_slot) +
-                                            " given, but this rank has no aux buffers");
-  if (!local_.aux_buffers.empty() && aux_slot >= local_.aux_capacity())
-    return make(errc::invalid_argument,
-                "aux_slot " +
-                    (aux_slot == no_aux_slot ? std::string{"none"} : std::to_string(aux_slot)) +
-                    " out of range, the aux buffers hold " + std::to_string(local_.aux_capacity()) +
-                    " rows");
+  if (auto bad = check_aux_slot(local_, aux_slot))
+    return make(errc::invalid_argument, *bad);
   for (auto& d : dests_)
     if (d.dst_pages.size() != num_pages)
       return make(errc::invalid_pages, "decode " + to_string(d.decode_rank) + " gave " +
@@ -94,13 +87,8 @@ std::optional<failure> prefill_room::bind(const room_request& req, const kv_layo
       return make(errc::invalid_pages, "destination page " + std::to_string(p) +
                                            " out of range, the decode pool holds " +
                                            count_pages(cap));
-  if (!dst_layout.aux_buffers.empty() && req.aux_slot >= dst_layout.aux_capacity())
-    return make(
-        errc::invalid_argument,
-        "destination aux_slot " +
-            (req.aux_slot == no_aux_slot ? std::string{"none"} : std::to_string(req.aux_slot)) +
-            " out of range, the decode aux buffers hold " +
-            std::to_string(dst_layout.aux_capacity()) + " rows");
+  if (auto bad = check_aux_slot(dst_layout, req.aux_slot))
+    return make(errc::invalid_argument, "destination " + *bad);
   key_.generation = req.key.generation;
   required_ = required;
   dests_.push_back(room_destination{req.decode_rank, req.dst_pages, req.aux_slot});

@@ -129,57 +129,54 @@ std::string run_report::to_text(const std::string& side) const {
   return os.str();
 }
 
-run_report drive_prefill(runtime& rt, const host_pool& pool, const workload& w) {
-  struct live {
-    sender s;
-    uint64_t room;
-    std::vector<uint32_t> pages;
-    uint32_t aux;
-    std::vector<bool> seen;
-    clock_type::time_point opened;
-  };
+namespace {
+
+/// One room the synthetic scheduler has open.
+template <class Handle>
+struct live_room {
+  Handle handle;
+  uint64_t room;
+  std::vector<uint32_t> pages;
+  uint32_t aux;
+  std::vector<bool> seen = std::vector<bool>(5);
+  clock_type::time_point opened = clock_type::now();
+};
+
+/// The scheduler loop both sides share: keep `w.concurrency` rooms open,
+/// reserving random free pages and an aux row for each (`open` makes the
+/// handle), poll them, account for each conclusion (`succeeded` checks a room
+/// that reached Success), and give its pages back.
+template <class Open, class Succeeded>
+run_report run_rooms(const host_pool& pool, const workload& w, uint64_t alloc_seed, Open open,
+                     Succeeded succeeded) {
+  using handle_t = decltype(open(uint64_t{}, std::vector<uint32_t>{}, uint32_t{}));
   run_report r;
   r.rooms = w.rooms;
-  page_allocator pages(pool.pages(), w.seed * 31 + 1);
+  page_allocator pages(pool.pages(), alloc_seed);
   row_allocator rows(std::max(1u, pool.aux_rows()));
-  std::vector<live> in_flight;
+  std::vector<live_room<handle_t>> in_flight;
   uint32_t next = 0;
   auto start = clock_type::now();
   while (next < w.rooms || !in_flight.empty()) {
     bool progressed = false;
     while (next < w.rooms && in_flight.size() < w.concurrency) {
       auto room = w.room_id(next);
-      auto n = w.pages_of(room, pool.page_size());
-      auto got = pages.take(n);
+      auto got = pages.take(w.pages_of(room, pool.page_size()));
       auto row = rows.take();
       if (!got || !row) {
         if (got)
           pages.give_back(*got);
+        if (row)
+          rows.give_back(*row);
         break;  // pool full: wait for a room to conclude
       }
-      // The "forward pass": this room's KV lands in its pages.
-      for (uint32_t b = 0; b < pool.buffers(); ++b)
-        for (uint32_t j = 0; j < n; ++j)
-          fill_pattern(pool.page(b, (*got)[j]), pool.item_len(), w.seed, room, j, b);
-      if (pool.aux_rows() > 0)
-        fill_aux(pool.aux_row(*row), pool.aux_row_bytes(), w.seed, room);
-      live l{rt.make_sender(room), room, std::move(*got), *row, std::vector<bool>(5),
-             clock_type::now()};
-      l.s.init(n, pool.aux_rows() > 0 ? std::optional<uint32_t>{*row} : std::nullopt);
-      auto step = w.chunk_pages == 0 ? std::max<uint32_t>(n, 1) : w.chunk_pages;
-      for (uint32_t off = 0; off < n || (n == 0 && off == 0); off += step) {
-        auto end = std::min(n, off + step);
-        std::vector<uint32_t> chunk(l.pages.begin() + off, l.pages.begin() + end);
-        l.s.send(std::move(chunk), end == n);
-        if (n == 0)
-          break;
-      }
-      in_flight.push_back(std::move(l));
+      auto h = open(room, *got, *row);
+      in_flight.push_back({std::move(h), room, std::move(*got), *row});
       ++next;
       progressed = true;
     }
     for (auto i = in_flight.begin(); i != in_flight.end();) {
-      auto s = i->s.poll();
+      auto s = i->handle.poll();
       note_state(r, i->seen, s);
       if (!is_terminal(s)) {
         ++i;
@@ -191,12 +188,13 @@ run_report drive_prefill(runtime& rt, const host_pool& pool, const workload& w) 
       if (s == kv_poll::success) {
         ++r.success;
         r.bytes += uint64_t{i->pages.size()} * pool.page_bytes() + pool.aux_row_bytes();
+        succeeded(i->room, i->pages, i->aux, r);
       } else {
-        note_failure(r, i->s.failure());
+        note_failure(r, i->handle.failure());
       }
       pages.give_back(i->pages);
       rows.give_back(i->aux);
-      i->s.clear();
+      i->handle.clear();
       i = in_flight.erase(i);
     }
     idle_wait(progressed);
@@ -205,81 +203,57 @@ run_report drive_prefill(runtime& rt, const host_pool& pool, const workload& w) 
   return r;
 }
 
+std::optional<uint32_t> aux_of(const host_pool& pool, uint32_t row) {
+  return pool.aux_rows() > 0 ? std::optional<uint32_t>{row} : std::nullopt;
+}
+
+}  // namespace
+
+run_report drive_prefill(runtime& rt, const host_pool& pool, const workload& w) {
+  auto open = [&](uint64_t room, const std::vector<uint32_t>& pages, uint32_t row) {
+    auto n = static_cast<uint32_t>(pages.size());
+    // The "forward pass": this room's KV lands in its pages.
+    for (uint32_t b = 0; b < pool.buffers(); ++b)
+      for (uint32_t j = 0; j < n; ++j)
+        fill_pattern(pool.page(b, pages[j]), pool.item_len(), w.seed, room, j, b);
+    if (pool.aux_rows() > 0)
+      fill_aux(pool.aux_row(row), pool.aux_row_bytes(), w.seed, room);
+    auto s = rt.make_sender(room);
+    s.init(n, aux_of(pool, row));
+    auto step = w.chunk_pages == 0 ? std::max<uint32_t>(n, 1) : w.chunk_pages;
+    for (uint32_t off = 0;; off += step) {
+      auto end = std::min(n, off + step);
+      s.send(std::vector<uint32_t>(pages.begin() + off, pages.begin() + end), end == n);
+      if (end == n)
+        break;
+    }
+    return s;
+  };
+  auto nothing = [](uint64_t, const std::vector<uint32_t>&, uint32_t, run_report&) {};
+  return run_rooms(pool, w, w.seed * 31 + 1, open, nothing);
+}
+
 run_report drive_decode(runtime& rt, const host_pool& pool, const workload& w,
                         const bootstrap_locator& where) {
-  struct live {
-    receiver rcv;
-    uint64_t room;
-    std::vector<uint32_t> pages;
-    uint32_t aux;
-    std::vector<bool> seen;
-    clock_type::time_point opened;
+  auto open = [&](uint64_t room, const std::vector<uint32_t>& pages, uint32_t row) {
+    auto r = rt.make_receiver(room, where);
+    r.init(pages, aux_of(pool, row));
+    return r;
   };
-  run_report r;
-  r.rooms = w.rooms;
-  page_allocator pages(pool.pages(), w.seed * 37 + 5);
-  row_allocator rows(std::max(1u, pool.aux_rows()));
-  std::vector<live> in_flight;
-  uint32_t next = 0;
-  auto start = clock_type::now();
-  while (next < w.rooms || !in_flight.empty()) {
-    bool progressed = false;
-    while (next < w.rooms && in_flight.size() < w.concurrency) {
-      auto room = w.room_id(next);
-      auto n = w.pages_of(room, pool.page_size());
-      auto got = pages.take(n);
-      auto row = rows.take();
-      if (!got || !row) {
-        if (got)
-          pages.give_back(*got);
-        break;
-      }
-      live l{rt.make_receiver(room, where),
-             room,
-             std::move(*got),
-             *row,
-             std::vector<bool>(5),
-             clock_type::now()};
-      l.rcv.init(l.pages, pool.aux_rows() > 0 ? std::optional<uint32_t>{*row} : std::nullopt);
-      in_flight.push_back(std::move(l));
-      ++next;
-      progressed = true;
-    }
-    for (auto i = in_flight.begin(); i != in_flight.end();) {
-      auto s = i->rcv.poll();
-      note_state(r, i->seen, s);
-      if (!is_terminal(s)) {
-        ++i;
-        continue;
-      }
-      progressed = true;
-      r.latencies_us.push_back(
-          std::chrono::duration<double, std::micro>(clock_type::now() - i->opened).count());
-      if (s == kv_poll::success) {
-        ++r.success;
-        r.bytes += uint64_t{i->pages.size()} * pool.page_bytes() + pool.aux_row_bytes();
-        bool good = true;
-        for (uint32_t b = 0; b < pool.buffers() && good; ++b)
-          for (uint32_t j = 0; j < i->pages.size() && good; ++j)
-            good = check_pattern(pool.page(b, i->pages[j]), pool.item_len(), w.seed, i->room, j, b);
-        if (good && pool.aux_rows() > 0)
-          good = check_aux(pool.aux_row(i->aux), pool.aux_row_bytes(), w.seed, i->room);
-        ++(good ? r.verified : r.corrupted);
-        if (!good && r.first_errors.size() < 5)
-          r.first_errors.push_back("room " + std::to_string(i->room) +
-                                   ": Success but its bytes differ from the prefill pattern");
-      } else {
-        note_failure(r, i->rcv.failure());
-      }
-      pages.give_back(i->pages);
-      rows.give_back(i->aux);
-      i->rcv.clear();
-      i = in_flight.erase(i);
-    }
-    idle_wait(progressed);
-  }
-  r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
-  return r;
+  auto verify = [&](uint64_t room, const std::vector<uint32_t>& pages, uint32_t row,
+                    run_report& r) {
+    bool good = true;
+    for (uint32_t b = 0; b < pool.buffers() && good; ++b)
+      for (uint32_t j = 0; j < pages.size() && good; ++j)
+        good = check_pattern(pool.page(b, pages[j]), pool.item_len(), w.seed, room, j, b);
+    if (good && pool.aux_rows() > 0)
+      good = check_aux(pool.aux_row(row), pool.aux_row_bytes(), w.seed, room);
+    ++(good ? r.verified : r.corrupted);
+    if (!good && r.first_errors.size() < 5)
+      r.first_errors.push_back("room " + std::to_string(room) +
+                               ": Success but its bytes differ from the prefill pattern");
+  };
+  return run_rooms(pool, w, w.seed * 37 + 5, open, verify);
 }
 
 }  // namespace kvferry::apps

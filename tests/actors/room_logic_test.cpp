@@ -68,7 +68,7 @@ TEST_CASE("prefill room: the destination is checked and the jobs follow it", "[l
   CHECK(room.bind(request(5, {1, 2, 8}), dl, 1)->cause ==
         "destination page 8 out of range, the decode pool holds 8 pages");
   CHECK(room.bind(request(5, {1, 2, 3}, 2), dl, 1)->cause ==
-        "destination aux_slot 2 out of range, the decode aux buffers hold 2 rows");
+        "destination aux_slot 2 out of range, the aux buffers hold 2 rows");
   REQUIRE_FALSE(room.accept({10, 11}, false));
   CHECK(room.take_jobs().empty());  // no destination yet
   REQUIRE_FALSE(room.bind(request(5, {7, 0, 3}, 1), dl, 1));
