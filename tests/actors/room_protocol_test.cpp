@@ -130,3 +130,41 @@ TEST_CASE_METHOD(protocol_fixture, "an actor scheduler polls by message", "[acto
   CHECK(st.state == kv_poll::bootstrapping);
   CHECK(st.key.room == 11u);
 }
+
+TEST_CASE_METHOD(protocol_fixture, "a cleared room is never resurrected by late messages",
+                 "[actors][protocol]") {
+  start();
+  std::vector<uint32_t> src{1, 2};
+  std::vector<uint32_t> dst{3, 4};
+  fill(*prefill.pool, 12, src, 0);
+  room_key key;
+  {
+    auto s = prefill.rt->make_sender(12);
+    auto r = decode.rt->make_receiver(12, where());
+    r.init(dst, 0);
+    s.init(2, 0);
+    s.send(src, true);
+    sched.run();
+    REQUIRE(r.poll() == kv_poll::success);
+    key = request<room_status>(d(), room_poll_atom_v, uint64_t{12}).key;
+  }  // both handles clear their rooms
+  sched.run();
+  // Late messages about the cleared room, from either side.
+  rank_ref p0 = prefill.rt->rank();
+  caf::anon_send(d(), chunk_landed{key, p0, 0, 2, 64, true});
+  caf::anon_send(d(), room_failure{key, failure{errc::deadline, "late", p0}});
+  caf::anon_send(p(), room_verdict{key, kv_poll::failed, failure{errc::aborted, "late", p0}});
+  sched.run();
+  auto rh = self->request(d(), caf::infinite, room_poll_atom_v, uint64_t{12});
+  sched.run();
+  rh.receive([](room_status&) { FAIL("the cleared room came back on decode"); },
+             [](caf::error& err) { CHECK(to_failure(err, {}).code == errc::unknown_room); });
+  auto rh2 = self->request(p(), caf::infinite, room_poll_atom_v, uint64_t{12});
+  sched.run();
+  rh2.receive([](room_status&) { FAIL("the cleared room came back on prefill"); },
+              [](caf::error& err) { CHECK(to_failure(err, {}).code == errc::unknown_room); });
+  // The id opened again is a new room: the late verdict did not stick to it.
+  auto s2 = prefill.rt->make_sender(12);
+  sched.run();
+  CHECK(s2.poll() == kv_poll::bootstrapping);
+}
