@@ -58,6 +58,12 @@ struct peer_connect;
 struct chunk_job;
 struct chunk_result;
 struct batch_done;
+struct member_registration;
+struct member_ack;
+struct room_join;
+struct room_keyed;
+struct room_finished;
+struct room_leave;
 
 // -- interfaces ---------------------------------------------------------------
 
@@ -68,7 +74,7 @@ using bootstrap_actor = caf::typed_actor<
     // A decode rank asks who serves the instance.
     caf::replies_to<topology_atom>::with<topology>>;
 
-/// A decode rank, as its scheduler and its prefill peers see it.
+/// A decode rank, as its scheduler, its prefill peers and its decider see it.
 using decode_rank_actor = caf::typed_actor<
     // scheduler: open (room, where its prefill instance is, published slot)
     caf::reacts_to<room_open_atom, uint64_t, bootstrap_locator, room_slot_ptr>,
@@ -76,9 +82,22 @@ using decode_rank_actor = caf::typed_actor<
     caf::reacts_to<room_clear_atom, uint64_t>,
     caf::replies_to<room_poll_atom, uint64_t>::with<room_status>,
     // prefill ranks
-    caf::reacts_to<chunk_landed>, caf::reacts_to<room_failure>, caf::reacts_to<room_verdict>,
-    // own timers: (room, epoch) deadlines and topology retries (peer key)
-    caf::reacts_to<deadline_atom, uint64_t, uint64_t>, caf::reacts_to<retry_atom, std::string>>;
+    caf::reacts_to<chunk_landed>,
+    // the decider
+    caf::reacts_to<room_keyed>, caf::reacts_to<room_verdict>,
+    // own timers: (room, epoch) deadlines, topology retries (peer key),
+    // decider registration retries
+    caf::reacts_to<deadline_atom, uint64_t, uint64_t>, caf::reacts_to<retry_atom, std::string>,
+    caf::reacts_to<register_atom>>;
+
+/// The decider of a decode instance: one verdict per room for every rank of
+/// both instances that takes part in it.
+using decider_actor = caf::typed_actor<
+    // decode ranks of the instance join
+    caf::replies_to<member_registration>::with<member_ack>,
+    // participants
+    caf::reacts_to<room_join>, caf::reacts_to<room_finished>, caf::reacts_to<room_failure>,
+    caf::reacts_to<room_leave>>;
 
 /// A prefill rank, as its scheduler, its decode peers and its transfer actor see it.
 using prefill_rank_actor = caf::typed_actor<
@@ -107,6 +126,7 @@ using transfer_actor = caf::typed_actor<caf::reacts_to<peer_connect>, caf::react
 // The interfaces are usable (spawn, send, request) only with every message
 // type complete: include their definitions here, after the aliases they use.
 #include "messages/bootstrap.hpp"
+#include "messages/decision.hpp"
 #include "messages/room.hpp"
 #include "messages/scheduler.hpp"
 #include "messages/transfer.hpp"

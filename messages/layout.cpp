@@ -17,7 +17,16 @@ constexpr std::array<std::pair<kv_dtype, std::string_view>, 6> dtype_names{{
     {kv_dtype::int8, "int8"},
 }};
 
-std::string join(const std::vector<uint32_t>& xs) {
+template <class T>
+std::optional<std::string> differ(std::string_view field, const T& p, const T& d) {
+  if (p == d)
+    return std::nullopt;
+  return std::string{field} + " prefill=" + std::to_string(p) + " decode=" + std::to_string(d);
+}
+
+}  // namespace
+
+std::string format_ids(const std::vector<uint32_t>& xs) {
   std::string s = "[";
   for (size_t i = 0; i < xs.size(); ++i) {
     if (i > 0)
@@ -30,15 +39,6 @@ std::string join(const std::vector<uint32_t>& xs) {
   }
   return s + "]";
 }
-
-template <class T>
-std::optional<std::string> differ(std::string_view field, const T& p, const T& d) {
-  if (p == d)
-    return std::nullopt;
-  return std::string{field} + " prefill=" + std::to_string(p) + " decode=" + std::to_string(d);
-}
-
-}  // namespace
 
 uint32_t dtype_size(kv_dtype x) {
   switch (x) {
@@ -67,6 +67,34 @@ std::optional<kv_dtype> parse_dtype(std::string_view name) {
     if (n == name)
       return v;
   return std::nullopt;
+}
+
+std::string to_string(state_kind x) {
+  return x == state_kind::single_slot ? "single_slot" : "page_indexed";
+}
+
+uint32_t heads_per_rank(uint32_t total_heads, uint32_t tp_size) {
+  if (tp_size == 0)
+    return 0;
+  return std::max(1u, total_heads / tp_size);
+}
+
+uint64_t kv_layout::state_capacity(size_t i) const {
+  auto& st = states.at(i);
+  if (st.buffers.empty())
+    return 0;
+  uint64_t n = st.buffers.front().capacity();
+  for (auto& b : st.buffers)
+    n = std::min(n, b.capacity());
+  return n;
+}
+
+int kv_layout::buffer_of(uint32_t layer_id, bool value) const {
+  auto i = std::find(layer_ids.begin(), layer_ids.end(), layer_id);
+  if (i == layer_ids.end() || (value && mla))
+    return -1;
+  auto idx = static_cast<int>(i - layer_ids.begin());
+  return value ? idx + static_cast<int>(layer_ids.size()) : idx;
 }
 
 uint64_t kv_layout::token_bytes() const {
@@ -110,6 +138,20 @@ std::optional<std::string> validate(const kv_layout& x) {
   if (x.total_kv_heads < x.kv_heads)
     return "total_kv_heads " + std::to_string(x.total_kv_heads) + " below kv_heads " +
            std::to_string(x.kv_heads) + " held by this rank";
+  if (x.tp_size == 0 || x.tp_rank >= x.tp_size || x.pp_size == 0 || x.pp_rank >= x.pp_size)
+    return "rank tp" + std::to_string(x.tp_rank) + " pp" + std::to_string(x.pp_rank) +
+           " outside tp_size " + std::to_string(x.tp_size) + " x pp_size " +
+           std::to_string(x.pp_size);
+  if (!x.mla) {
+    auto h = x.total_kv_heads;
+    if (h % x.tp_size != 0 && x.tp_size % h != 0)
+      return "total_kv_heads " + std::to_string(h) + " over tp_size " + std::to_string(x.tp_size) +
+             ", expected one to divide the other";
+    if (x.kv_heads != heads_per_rank(h, x.tp_size))
+      return "kv_heads " + std::to_string(x.kv_heads) + " on a rank of tp_size " +
+             std::to_string(x.tp_size) + ", expected " +
+             std::to_string(heads_per_rank(h, x.tp_size)) + " of the model's " + std::to_string(h);
+  }
   auto per_layer = x.mla ? 1u : 2u;
   auto want = x.layer_ids.size() * per_layer;
   if (x.kv_buffers.size() != want)
@@ -134,6 +176,16 @@ std::optional<std::string> validate(const kv_layout& x) {
       return "aux buffer " + std::to_string(i) + " item_len " + std::to_string(a.item_len) +
              " length " + std::to_string(a.length) + ", expected at least one row";
   }
+  for (size_t i = 0; i < x.states.size(); ++i) {
+    auto& st = x.states[i];
+    if (st.buffers.empty())
+      return "state component " + std::to_string(i) + " has no buffer";
+    for (auto& b : st.buffers)
+      if (b.item_len == 0 || b.capacity() == 0)
+        return "state component " + std::to_string(i) + " buffer item_len " +
+               std::to_string(b.item_len) + " length " + std::to_string(b.length) +
+               ", expected at least one item";
+  }
   if (!x.aux_buffers.empty() && x.aux_buffers.front().item_len < room_stamp_bytes)
     return "aux buffer 0 item_len " + std::to_string(x.aux_buffers.front().item_len) +
            ", expected at least " + std::to_string(room_stamp_bytes) + " B for the room stamp";
@@ -152,6 +204,25 @@ std::optional<std::string> check_aux_slot(const kv_layout& x, uint32_t slot) {
   return std::nullopt;
 }
 
+std::optional<std::string> check_state_indices(const kv_layout& layout,
+                                               const std::vector<std::vector<uint32_t>>& states) {
+  if (states.size() != layout.states.size())
+    return std::to_string(states.size()) + " state index lists for " +
+           std::to_string(layout.states.size()) + " state components";
+  for (size_t c = 0; c < states.size(); ++c) {
+    auto name =
+        "state component " + std::to_string(c) + " (" + to_string(layout.states[c].kind) + ")";
+    if (layout.states[c].kind == state_kind::single_slot && states[c].size() != 1)
+      return name + ": " + std::to_string(states[c].size()) + " indices, expected one";
+    auto cap = layout.state_capacity(c);
+    for (auto i : states[c])
+      if (i >= cap)
+        return name + ": index " + std::to_string(i) + " out of range, it holds " +
+               std::to_string(cap) + " items";
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> compare(const kv_layout& p, const kv_layout& d) {
   if (auto m = differ("protocol_version", p.version, d.version))
     return m;
@@ -162,19 +233,12 @@ std::optional<std::string> compare(const kv_layout& p, const kv_layout& d) {
   if (p.mla != d.mla)
     return std::string{"attention prefill="} + (p.mla ? "MLA" : "MHA") +
            " decode=" + (d.mla ? "MLA" : "MHA");
-  if (p.layer_ids != d.layer_ids)
-    return "layer_ids prefill=" + join(p.layer_ids) + " decode=" + join(d.layer_ids);
   if (auto m = differ("total_kv_heads", p.total_kv_heads, d.total_kv_heads))
     return m;
   if (auto m = differ("head_dim", p.head_dim, d.head_dim))
     return m;
-  if (auto m = differ("kv_heads per rank", p.kv_heads, d.kv_heads))
-    return m;
-  if (auto m = differ("kv buffer count", p.kv_buffers.size(), d.kv_buffers.size()))
-    return m;
-  for (size_t i = 0; i < p.kv_buffers.size(); ++i)
-    if (auto m = differ("kv buffer " + std::to_string(i) + " item_len", p.kv_buffers[i].item_len,
-                        d.kv_buffers[i].item_len))
+  if (p.tp_size == d.tp_size)
+    if (auto m = differ("kv_heads per rank", p.kv_heads, d.kv_heads))
       return m;
   if (auto m = differ("aux buffer count", p.aux_buffers.size(), d.aux_buffers.size()))
     return m;

@@ -61,6 +61,30 @@ typename Inspector::result_type inspect(Inspector& f, buffer_desc& x) {
   return f(caf::meta::type_name("kvferry.buffer_desc"), x.region, x.offset, x.length, x.item_len);
 }
 
+/// How a state component beside the paged KV is indexed.
+enum class state_kind : uint8_t {
+  /// One slot per request (Mamba-like): one index on each side.
+  single_slot = 0,
+  /// Its own pages (sliding-window-like): a list of indices on each side.
+  page_indexed = 1,
+};
+
+/// "single_slot", "page_indexed".
+std::string to_string(state_kind x);
+
+/// One state component: its buffers (one item per slot or page, per buffer).
+struct state_desc {
+  state_kind kind = state_kind::single_slot;
+  std::vector<buffer_desc> buffers;
+
+  friend bool operator==(const state_desc&, const state_desc&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, state_desc& x) {
+  return f(caf::meta::type_name("kvferry.state_desc"), x.kind, x.buffers);
+}
+
 /// The layout of one rank's KV pool.
 struct kv_layout {
   uint32_t version = protocol_version;
@@ -73,6 +97,11 @@ struct kv_layout {
   bool mla = false;
   std::vector<buffer_desc> kv_buffers;
   std::vector<buffer_desc> aux_buffers;
+  std::vector<state_desc> states;  ///< state components beside the paged KV, in order
+  uint32_t tp_rank = 0;  ///< where the rank sits in its instance (compare() ignores these)
+  uint32_t tp_size = 1;
+  uint32_t pp_rank = 0;
+  uint32_t pp_size = 1;
 
   /// Bytes of one token of one KV buffer on this rank.
   uint64_t token_bytes() const;
@@ -83,13 +112,21 @@ struct kv_layout {
   /// Aux rows every aux buffer can hold (0 without aux buffers).
   uint64_t aux_capacity() const;
 
+  /// Slots (or pages) every buffer of state component `i` can hold.
+  uint64_t state_capacity(size_t i) const;
+
+  /// Index of the buffer of layer `layer_id` (`value`: the V buffer, MHA
+  /// only); -1 if the rank does not hold the layer.
+  int buffer_of(uint32_t layer_id, bool value) const;
+
   friend bool operator==(const kv_layout&, const kv_layout&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_layout& x) {
   return f(caf::meta::type_name("kvferry.kv_layout"), x.version, x.page_size, x.dtype, x.layer_ids,
-           x.total_kv_heads, x.kv_heads, x.head_dim, x.mla, x.kv_buffers, x.aux_buffers);
+           x.total_kv_heads, x.kv_heads, x.head_dim, x.mla, x.kv_buffers, x.aux_buffers, x.states,
+           x.tp_rank, x.tp_size, x.pp_rank, x.pp_size);
 }
 
 /// Checks that a rank's own layout is consistent. Returns the first problem,
@@ -101,9 +138,25 @@ std::optional<std::string> validate(const kv_layout& x);
 /// the value and the rows the buffers hold, or nullopt.
 std::optional<std::string> check_aux_slot(const kv_layout& x, uint32_t slot);
 
-/// Compares the layouts of a prefill and a decode rank that pair 1:1 (equal
-/// TP). Returns the first field that differs, naming both values
-/// ("page_size prefill=16 decode=64"), or nullopt when they can pair.
+/// Checks state indices against a layout: one list per state component, a
+/// single-slot component takes exactly one index, every index inside its
+/// buffers. Returns the problem, naming the values, or nullopt.
+std::optional<std::string> check_state_indices(const kv_layout& layout,
+                                               const std::vector<std::vector<uint32_t>>& states);
+
+/// "[0,1,2]" (long lists shortened: "[0,1,...,60]").
+std::string format_ids(const std::vector<uint32_t>& ids);
+
+/// Kv heads a rank of `tp_size` holds for a model of `total_heads`: its share,
+/// or 1 (replicated) when there are fewer heads than ranks.
+uint32_t heads_per_rank(uint32_t total_heads, uint32_t tp_size);
+
+/// Compares the fields of a prefill and a decode layout that must agree
+/// whatever the TP and PP mapping: protocol, page size, dtype, attention kind,
+/// model heads and head width, aux rows and state components; with equal TP
+/// also the heads per rank. Returns the first field that differs, naming both
+/// values ("page_size prefill=16 decode=64"), or nullopt. Which layers and
+/// buffers pair is the mapping's business (actors/plan/tp_mapping.hpp).
 std::optional<std::string> compare(const kv_layout& prefill, const kv_layout& decode);
 
 }  // namespace kvferry

@@ -1,17 +1,16 @@
 // The room protocol between a decode rank and the prefill ranks that write
-// into it.
+// into it (the decider's part is in decision.hpp).
 //
 //   decode                                   prefill
-//     │ dest_registration (once per peer) ──▶ │  layout checked, transport connects
+//     │ dest_registration (once per peer) ──▶ │  layouts checked, transport connects
 //     │ ◀── dest_accepted                     │
-//     │ room_request (pages, aux slot) ─────▶ │  Bootstrapping → WaitingForInput
+//     │ room_request (pages, aux, decider) ─▶ │  WaitingForInput once every decode
+//     │                                       │  rank it serves has asked
 //     │ ◀── chunk_landed (per chunk, last)    │  writes placed before each message
-//     │ ◀── room_failure (prefill saw a fault)│
-//     │ room_verdict (Success | Failed) ────▶ │  the decider's word, the same for all
 //
-// The decode rank that opened the room is its decider: it alone concludes the
-// room, from the first failure or from every participant's finish, and sends
-// the verdict to the others.
+// Neither side concludes a room on its own word: every participant reports to
+// the room's decider (room_finished, room_failure) and concludes with its
+// room_verdict, so all of them conclude the same.
 #pragma once
 
 #include <cstdint>
@@ -56,13 +55,17 @@ typename Inspector::result_type inspect(Inspector& f, dest_accepted& x) {
 }
 
 /// Where one room's KV goes on one decode rank: the destination page of each of
-/// the room's pages, in order, and the aux row.
+/// the room's pages, in order, the aux row and the state indices (for the
+/// source that writes them), and the room's decider. A dummy request names a
+/// source that takes part in the room but writes nothing into this rank.
 struct room_request {
   room_key key;
   rank_ref decode_rank;
-  decode_rank_actor decider;
+  decider_actor decider;
   std::vector<uint32_t> dst_pages;
   uint32_t aux_slot = no_aux_slot;
+  std::vector<std::vector<uint32_t>> dst_states;
+  bool dummy = false;
 
   friend bool operator==(const room_request&, const room_request&) = default;
 };
@@ -70,7 +73,7 @@ struct room_request {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, room_request& x) {
   return f(caf::meta::type_name("kvferry.room_request"), x.key, x.decode_rank, x.decider,
-           x.dst_pages, x.aux_slot);
+           x.dst_pages, x.aux_slot, x.dst_states, x.dummy);
 }
 
 /// Every write of one chunk has been placed in the decode rank's memory. On the
@@ -93,6 +96,7 @@ typename Inspector::result_type inspect(Inspector& f, chunk_landed& x) {
 }
 
 /// A participant saw a fault in a room; the decider turns it into the verdict.
+/// A decode rank that has no key yet sends generation 0 (matched by room id).
 struct room_failure {
   room_key key;
   failure why;

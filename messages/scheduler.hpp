@@ -29,18 +29,20 @@ typename Inspector::result_type inspect(Inspector& f, sender_init& x) {
 }
 
 /// Prefill: the next pages of the room are computed (chunked prefill); `last`
-/// on the chunk that completes the room, which also carries the aux row.
+/// on the chunk that completes the room, which also carries the aux row and
+/// the state components' indices.
 struct chunk_send {
   uint64_t room = 0;
   std::vector<uint32_t> pages;
   bool last = false;
+  std::vector<std::vector<uint32_t>> states;  ///< last chunk: the state indices, per component
 
   friend bool operator==(const chunk_send&, const chunk_send&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chunk_send& x) {
-  return f(caf::meta::type_name("kvferry.chunk_send"), x.room, x.pages, x.last);
+  return f(caf::meta::type_name("kvferry.chunk_send"), x.room, x.pages, x.last, x.states);
 }
 
 /// Decode: the destination pages of the room (one per prefill page, in order)
@@ -49,13 +51,15 @@ struct receiver_init {
   uint64_t room = 0;
   std::vector<uint32_t> dst_pages;
   uint32_t aux_slot = no_aux_slot;
+  std::vector<std::vector<uint32_t>> states;  ///< destination state indices, per component
 
   friend bool operator==(const receiver_init&, const receiver_init&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, receiver_init& x) {
-  return f(caf::meta::type_name("kvferry.receiver_init"), x.room, x.dst_pages, x.aux_slot);
+  return f(caf::meta::type_name("kvferry.receiver_init"), x.room, x.dst_pages, x.aux_slot,
+           x.states);
 }
 
 /// The answer to a poll by message (actor schedulers).

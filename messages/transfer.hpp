@@ -26,8 +26,9 @@ typename Inspector::result_type inspect(Inspector& f, peer_connect& x) {
   return f(caf::meta::type_name("kvferry.peer_connect"), x.peer, x.endpoint, x.layout);
 }
 
-/// Write one chunk of a room: src_pages[i] → dst_pages[i] in every KV buffer,
-/// and, on the last chunk, the aux row src_aux → dst_aux after all KV of the room.
+/// Write one chunk of a room: src_pages[i] → dst_pages[i] in every KV buffer
+/// (the heads the two ranks share), and, on the last chunk, the state
+/// components and then the aux row, after all KV of the room.
 struct chunk_job {
   room_key key;
   rank_ref peer;
@@ -35,8 +36,10 @@ struct chunk_job {
   std::vector<uint32_t> src_pages;
   std::vector<uint32_t> dst_pages;
   bool last = false;
-  uint32_t src_aux = UINT32_MAX;
+  uint32_t src_aux = UINT32_MAX;  ///< set on the last chunk for the destination that takes aux
   uint32_t dst_aux = UINT32_MAX;
+  std::vector<std::vector<uint32_t>> src_states;  ///< likewise, per state component
+  std::vector<std::vector<uint32_t>> dst_states;
 
   friend bool operator==(const chunk_job&, const chunk_job&) = default;
 };
@@ -44,7 +47,7 @@ struct chunk_job {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chunk_job& x) {
   return f(caf::meta::type_name("kvferry.chunk_job"), x.key, x.peer, x.chunk, x.src_pages,
-           x.dst_pages, x.last, x.src_aux, x.dst_aux);
+           x.dst_pages, x.last, x.src_aux, x.dst_aux, x.src_states, x.dst_states);
 }
 
 /// The outcome of one chunk_job: placed, or the failure of its room.

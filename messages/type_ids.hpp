@@ -7,6 +7,7 @@
 #include <caf/type_id.hpp>
 
 #include "messages/bootstrap.hpp"
+#include "messages/decision.hpp"
 #include "messages/failure.hpp"
 #include "messages/handles.hpp"
 #include "messages/ids.hpp"
@@ -17,52 +18,67 @@
 #include "messages/scheduler.hpp"
 #include "messages/transfer.hpp"
 
+// clang-format off
 CAF_BEGIN_TYPE_ID_BLOCK(kvferry, caf::first_custom_type_id)
 
-// enums
-CAF_ADD_TYPE_ID(kvferry, (kvferry::kv_poll))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::errc))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::role))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::kv_dtype))
+  // enums
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::kv_poll))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::errc))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::role))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::kv_dtype))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::state_kind))
 
-// identities, layout, failures
-CAF_ADD_TYPE_ID(kvferry, (kvferry::room_key))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::rank_ref))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::failure))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::buffer_desc))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::kv_layout))
+  // identities, layout, failures
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::room_key))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::rank_ref))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::failure))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::buffer_desc))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::state_desc))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::kv_layout))
 
-// bootstrap
-CAF_ADD_TYPE_ID(kvferry, (kvferry::bootstrap_locator))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::rank_registration))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::registration_ack))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::topology))
+  // bootstrap
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::bootstrap_locator))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::rank_registration))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::registration_ack))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::topology))
 
-// room protocol
-CAF_ADD_TYPE_ID(kvferry, (kvferry::dest_registration))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::dest_accepted))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::room_request))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::chunk_landed))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::room_failure))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::room_verdict))
+  // room protocol
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::dest_registration))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::dest_accepted))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::room_request))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::chunk_landed))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::room_failure))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::room_verdict))
 
-// scheduler
-CAF_ADD_TYPE_ID(kvferry, (kvferry::sender_init))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::chunk_send))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::receiver_init))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::room_status))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::room_slot_ptr))
+  // decider
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::decider_locator))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::member_registration))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::member_ack))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::participant))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::room_join))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::room_keyed))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::room_finished))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::room_leave))
 
-// transfer
-CAF_ADD_TYPE_ID(kvferry, (kvferry::peer_connect))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::chunk_job))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::chunk_result))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::batch_done))
+  // scheduler
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::sender_init))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::chunk_send))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::receiver_init))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::room_status))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::room_slot_ptr))
 
-// handles
-CAF_ADD_TYPE_ID(kvferry, (kvferry::bootstrap_actor))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::decode_rank_actor))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::prefill_rank_actor))
-CAF_ADD_TYPE_ID(kvferry, (kvferry::transfer_actor))
+  // transfer
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::peer_connect))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::chunk_job))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::chunk_result))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::batch_done))
+
+  // handles
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::bootstrap_actor))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::decode_rank_actor))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::prefill_rank_actor))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::transfer_actor))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::decider_actor))
 
 CAF_END_TYPE_ID_BLOCK(kvferry)
+// clang-format on

@@ -25,6 +25,13 @@ std::optional<std::string> directory::add(rank_registration reg) {
       return who + " registered kv dtype " + to_string(reg.layout.dtype) +
              ", the instance's other ranks use " + to_string(first.dtype);
   }
+  if (reg.layout.tp_size != reg.tp_size || reg.layout.pp_size != reg.pp_size ||
+      reg.layout.tp_rank != reg.rank.tp || reg.layout.pp_rank != reg.rank.pp)
+    return who + " registered as tp" + std::to_string(reg.rank.tp) + "/" +
+           std::to_string(reg.tp_size) + " pp" + std::to_string(reg.rank.pp) + "/" +
+           std::to_string(reg.pp_size) + " with a layout of tp" +
+           std::to_string(reg.layout.tp_rank) + "/" + std::to_string(reg.layout.tp_size) + " pp" +
+           std::to_string(reg.layout.pp_rank) + "/" + std::to_string(reg.layout.pp_size);
   tp_size_ = reg.tp_size;
   pp_size_ = reg.pp_size;
   reg.rank.side = role::prefill;

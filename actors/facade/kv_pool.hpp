@@ -28,6 +28,13 @@ struct kv_pool {
   bool mla = false;
   std::vector<buffer> kv;   ///< MHA: K of every layer, then V; MLA: one latent per layer
   std::vector<buffer> aux;  ///< aux buffers; the first 16 B of buffer 0's rows are kvferry's
+
+  /// A state component beside the paged KV (Mamba-like slots, sliding-window pages).
+  struct state {
+    state_kind kind = state_kind::single_slot;
+    std::vector<buffer> buffers;
+  };
+  std::vector<state> states;
 };
 
 }  // namespace kvferry

@@ -5,6 +5,7 @@
 
 #include <caf/scoped_actor.hpp>
 
+#include "actors/decision/decider_actor.hpp"
 #include "actors/log.hpp"
 #include "actors/rank/decode_rank.hpp"
 #include "actors/rank/local_pool.hpp"
@@ -16,17 +17,17 @@ namespace kvferry {
 
 namespace {
 
-/// A distinct first room generation per decode rank incarnation: the high 32
-/// bits are random, the low 32 count rooms.
+/// A generation for a decode instance incarnation the runtime starts itself.
 uint64_t first_generation() {
   std::random_device rd;
-  return (uint64_t{rd()} << 32) | 1u;
+  return (uint64_t{rd()} << 32) | rd();
 }
 
 }  // namespace
 
-caf::expected<kv_layout> layout_of(const kv_pool& pool, const std::vector<uint32_t>& kv_regions,
-                                   const std::vector<uint32_t>& aux_regions) {
+caf::expected<kv_layout> layout_of(const kv_pool& pool, const std::vector<uint32_t>& regions,
+                                   uint32_t tp_rank, uint32_t tp_size, uint32_t pp_rank,
+                                   uint32_t pp_size) {
   kv_layout l;
   l.page_size = pool.page_size;
   l.dtype = pool.dtype;
@@ -35,10 +36,24 @@ caf::expected<kv_layout> layout_of(const kv_pool& pool, const std::vector<uint32
   l.kv_heads = pool.kv_heads;
   l.head_dim = pool.head_dim;
   l.mla = pool.mla;
-  for (size_t i = 0; i < pool.kv.size(); ++i)
-    l.kv_buffers.push_back({kv_regions.at(i), 0, pool.kv[i].length, pool.kv[i].item_len});
-  for (size_t i = 0; i < pool.aux.size(); ++i)
-    l.aux_buffers.push_back({aux_regions.at(i), 0, pool.aux[i].length, pool.aux[i].item_len});
+  l.tp_rank = tp_rank;
+  l.tp_size = tp_size;
+  l.pp_rank = pp_rank;
+  l.pp_size = pp_size;
+  size_t next = 0;
+  auto desc = [&](const kv_pool::buffer& b) {
+    return buffer_desc{regions.at(next++), 0, b.length, b.item_len};
+  };
+  for (auto& b : pool.kv)
+    l.kv_buffers.push_back(desc(b));
+  for (auto& b : pool.aux)
+    l.aux_buffers.push_back(desc(b));
+  for (auto& st : pool.states) {
+    state_desc sd{st.kind, {}};
+    for (auto& b : st.buffers)
+      sd.buffers.push_back(desc(b));
+    l.states.push_back(std::move(sd));
+  }
   if (auto bad = validate(l))
     return make_error(errc::invalid_argument, "kv pool: " + *bad);
   return l;
@@ -63,17 +78,23 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   std::shared_ptr<transport::transport> net = std::move(owned);
 
   // Register every buffer; the layout names them by region id.
-  std::vector<uint32_t> kv_regions, aux_regions;
-  for (auto* list : {&o.pool.kv, &o.pool.aux}) {
-    for (auto& b : *list) {
-      auto id = net->register_region(b.base, b.length);
-      if (!id.ok())
-        return make_error(errc::invalid_argument,
-                          "registering a pool buffer: " + id.error().to_string());
-      (list == &o.pool.kv ? kv_regions : aux_regions).push_back(*id);
-    }
+  std::vector<const kv_pool::buffer*> buffers;
+  for (auto& b : o.pool.kv)
+    buffers.push_back(&b);
+  for (auto& b : o.pool.aux)
+    buffers.push_back(&b);
+  for (auto& st : o.pool.states)
+    for (auto& b : st.buffers)
+      buffers.push_back(&b);
+  std::vector<uint32_t> regions;
+  for (auto* b : buffers) {
+    auto id = net->register_region(b->base, b->length);
+    if (!id.ok())
+      return make_error(errc::invalid_argument,
+                        "registering a pool buffer: " + id.error().to_string());
+    regions.push_back(*id);
   }
-  auto layout = layout_of(o.pool, kv_regions, aux_regions);
+  auto layout = layout_of(o.pool, regions, o.tp_rank, o.tp_size, o.pp_rank, o.pp_size);
   if (!layout)
     return layout.error();
   rt->layout_ = *layout;
@@ -92,8 +113,18 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
                             rt->endpoint_, o.limits,  o.bootstrap, rt->transfer_};
     rt->prefill_ = sys.spawn(prefill_rank, std::move(cfg));
   } else {
+    if (!o.decider.handle && o.decider.host.empty()) {
+      if (o.tp_size * o.pp_size != 1)
+        return make_error(errc::invalid_argument,
+                          "decode rank of an instance of TP " + std::to_string(o.tp_size) +
+                              " x PP " + std::to_string(o.pp_size) +
+                              " without a decider: give every rank the same decider_locator");
+      rt->own_decider_ =
+          sys.spawn(kvferry::decider, o.instance, o.tp_size, o.pp_size, first_generation());
+      o.decider.handle = rt->own_decider_;
+    }
     decode_rank_config cfg{rt->rank_,     o.tp_size, o.pp_size, pool,
-                           rt->endpoint_, o.limits,  net,       first_generation()};
+                           rt->endpoint_, o.limits,  net,       o.decider};
     rt->decode_ = sys.spawn(decode_rank, std::move(cfg));
   }
   log().info("[{}] started: {} transport at {}", to_string(rt->rank_), o.transport, rt->endpoint_);
@@ -137,6 +168,8 @@ void runtime::stop() {
     actors.push_back(caf::actor_cast<caf::actor>(transfer_));
   if (decode_)
     actors.push_back(caf::actor_cast<caf::actor>(decode_));
+  if (own_decider_)
+    actors.push_back(caf::actor_cast<caf::actor>(own_decider_));
   for (auto& a : actors)
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   if (opts_.wait_on_stop) {

@@ -23,6 +23,7 @@
 #include "actors/facade/sender.hpp"
 #include "actors/rank/deadlines.hpp"
 #include "messages/bootstrap.hpp"
+#include "messages/decision.hpp"
 #include "messages/handles.hpp"
 #include "messages/ids.hpp"
 #include "messages/layout.hpp"
@@ -43,6 +44,9 @@ struct rank_options {
   deadlines limits;
   /// Prefill: the bootstrap this rank registers with.
   bootstrap_locator bootstrap;
+  /// Decode: the decider of this rank's instance. Left empty on a decode
+  /// instance of one rank, the runtime spawns a private one.
+  decider_locator decider;
   /// Wraps the transport before the rank uses it (fault injection in tests,
   /// instrumentation); identity when empty.
   std::function<std::unique_ptr<transport::transport>(std::unique_ptr<transport::transport>)>
@@ -81,6 +85,8 @@ class runtime {
   decode_rank_actor decode() const { return decode_; }
   /// Prefill: the rank's transfer actor (tests step through it).
   transfer_actor transfer() const { return transfer_; }
+  /// Decode: the decider this rank reports to, when it is a handle.
+  decider_actor decider() const { return opts_.decider.handle; }
 
   /// Terminates the rank's actors; with wait_on_stop, returns once they are
   /// gone and the transport has stopped touching the pool.
@@ -97,12 +103,16 @@ class runtime {
   prefill_rank_actor prefill_;
   decode_rank_actor decode_;
   transfer_actor transfer_;
+  decider_actor own_decider_;  // spawned for a one-rank decode instance
   bool stopped_ = false;
 };
 
 /// Builds a rank's layout from its pool, with the region ids the transport
-/// gave each buffer. Checks the pool (validate()); the error names the field.
-caf::expected<kv_layout> layout_of(const kv_pool& pool, const std::vector<uint32_t>& kv_regions,
-                                   const std::vector<uint32_t>& aux_regions);
+/// gave each buffer (KV buffers, aux buffers, then every state component's
+/// buffers, in order) and the rank's place in its instance. Checks the result
+/// (validate()); the error names the field.
+caf::expected<kv_layout> layout_of(const kv_pool& pool, const std::vector<uint32_t>& regions,
+                                   uint32_t tp_rank = 0, uint32_t tp_size = 1, uint32_t pp_rank = 0,
+                                   uint32_t pp_size = 1);
 
 }  // namespace kvferry

@@ -5,9 +5,10 @@
 
 #include <caf/actor_cast.hpp>
 
-#include "actors/bootstrap/bootstrap_client.hpp"
 #include "actors/log.hpp"
+#include "actors/plan/tp_mapping.hpp"
 #include "actors/rank/room_publish.hpp"
+#include "actors/remote_lookup.hpp"
 #include "messages/room.hpp"
 #include "messages/scheduler.hpp"
 
@@ -21,6 +22,7 @@ using peer_t = decode_rank_state::prefill_peer;
 constexpr auto request_timeout = std::chrono::seconds{5};
 constexpr auto retry_base = std::chrono::milliseconds{50};
 constexpr auto retry_max = std::chrono::seconds{1};
+constexpr auto register_retry = std::chrono::seconds{1};
 
 std::string who(self_ptr self) {
   return "[" + to_string(self->state.cfg.self) + "]";
@@ -30,58 +32,32 @@ void sync(self_ptr self, decode_room& room) {
   publish(self, room.slot(), room.key(), room.fsm());
 }
 
-/// Sends a decided room's verdict to its prefill ranks, once they are known.
-void send_verdict(self_ptr self, decode_room& room) {
-  auto p = self->state.peers.find(room.peer());
-  if (room.verdict_sent() || !room.decision().decided() || p == self->state.peers.end() ||
-      p->second.handles.empty())
-    return;
-  auto& v = *room.decision().outcome();
-  room_verdict msg{room.key(), v.outcome, v.why};
-  for (auto& [rank, handle] : p->second.handles)
-    if (room.sources().empty() ||
-        std::find(room.sources().begin(), room.sources().end(), rank) != room.sources().end())
-      self->send(handle, msg);
-  room.mark_verdict_sent();
-}
-
-/// Applies a verdict this rank, the room's decider, just reached, and sends it
-/// to every prefill rank of the room.
-void apply(self_ptr self, decode_room& room, const std::optional<verdict>& v) {
-  if (!v)
-    return;
+void conclude(self_ptr self, decode_room& room, kv_poll outcome, const failure& why) {
   auto& fsm = room.fsm();
-  if (v->outcome == kv_poll::success) {
-    fsm.succeed();
+  bool changed = outcome == kv_poll::success ? fsm.succeed() : fsm.fail(why);
+  if (changed && outcome == kv_poll::success)
     log().debug("{} {}: Success", who(self), to_string(room.key()));
-  } else {
-    fsm.fail(v->why);
-    log().info("{} {}: Failed: {}", who(self), to_string(room.key()), to_string(v->why));
-  }
+  else if (changed)
+    log().info("{} {}: Failed: {}", who(self), to_string(room.key()), to_string(why));
   sync(self, room);
-  send_verdict(self, room);
 }
 
-void fail_room(self_ptr self, decode_room& room, failure why) {
-  apply(self, room, room.decision().fail(std::move(why)));
-}
-
-void send_request(self_ptr self, decode_room& room) {
+/// A fault this rank saw in a room: the decider decides. Without a decider
+/// to reach, the rank concludes alone.
+void report(self_ptr self, decode_room& room, failure why) {
+  auto& fsm = room.fsm();
+  if (fsm.terminal() || fsm.awaiting_verdict())
+    return;  // the first root cause was already reported
   auto& st = self->state;
-  auto& peer = st.peers.at(room.peer());
-  for (auto& src : room.sources())
-    self->send(peer.handles.at(src),
-               room_request{room.key(), st.cfg.self, caf::actor_cast<decode_rank_actor>(self),
-                            room.dst_pages(), room.aux_slot()});
-  room.mark_requested();
-}
-
-/// The peer is ready: the room learns its sources and may send its request.
-void attach(self_ptr self, decode_room& room, const peer_t& peer) {
-  room.set_sources(peer.sources);
-  room.fsm().advance(kv_poll::waiting_for_input);
-  if (room.initialized() && !room.requested())
-    send_request(self, room);
+  if (!st.registered) {
+    conclude(self, room, kv_poll::failed, why);
+    return;
+  }
+  log().info("{} {}: reporting to the decider: {}", who(self), to_string(room.key()),
+             to_string(why));
+  self->send(st.decider, room_failure{room.key(), why});
+  room.set_reported(std::move(why));
+  fsm.await_verdict();
   sync(self, room);
 }
 
@@ -92,16 +68,66 @@ void for_rooms_of(self_ptr self, const std::string& key, F f) {
       f(room);
 }
 
+/// Tells the decider about the room: on open (to draw its key) and once the
+/// prefill participants are known.
+void join(self_ptr self, decode_room& room) {
+  auto& st = self->state;
+  if (!st.registered || room.announced())
+    return;
+  room_join j{room.key().room, st.cfg.self, {}};
+  auto p = st.peers.find(room.peer());
+  if (p != st.peers.end() && !p->second.everyone.empty()) {
+    j.prefill = p->second.everyone;
+    room.mark_announced();
+  }
+  self->send(st.decider, std::move(j));
+}
+
+void send_requests(self_ptr self, decode_room& room) {
+  auto& st = self->state;
+  auto& peer = st.peers.at(room.peer());
+  for (auto& src : room.sources()) {
+    room_request req{room.key(), st.cfg.self, st.decider, {}, no_aux_slot, {}, src.dummy};
+    if (!src.dummy)
+      req.dst_pages = room.dst_pages();
+    if (src.writes_aux) {
+      req.aux_slot = room.aux_slot();
+      req.dst_states = room.states();
+    }
+    self->send(peer.handles.at(src.rank), std::move(req));
+  }
+  room.mark_requested();
+}
+
+/// Moves a room as far as what is known allows: sources once the peer is
+/// ready, requests once it is keyed and initialized.
+void advance(self_ptr self, decode_room& room) {
+  if (room.fsm().terminal() || room.fsm().awaiting_verdict())
+    return;
+  auto p = self->state.peers.find(room.peer());
+  if (p == self->state.peers.end() || p->second.phase != peer_t::stage::ready)
+    return;
+  if (!room.has_sources())
+    room.set_sources(p->second.sources);
+  join(self, room);
+  if (!room.keyed())
+    return;
+  room.fsm().advance(kv_poll::waiting_for_input);
+  if (room.initialized() && !room.requested())
+    send_requests(self, room);
+  sync(self, room);
+}
+
 void refuse(self_ptr self, const std::string& key, failure why) {
   auto& peer = self->state.peers.at(key);
   peer.phase = peer_t::stage::refused;
   peer.refusal = why;
   peer.in_flight = false;
   log().error("{} prefill instance at {} refused: {}", who(self), key, to_string(why));
-  for_rooms_of(self, key, [&](decode_room& room) { fail_room(self, room, why); });
-  for (auto& [id, room] : self->state.rooms)
-    if (room.peer() == key)
-      send_verdict(self, room);
+  for_rooms_of(self, key, [&](decode_room& room) {
+    join(self, room);  // the decider tells the prefill side too
+    report(self, room, why);
+  });
 }
 
 void start_resolve(self_ptr self, const std::string& key);
@@ -140,11 +166,11 @@ void on_accepted(self_ptr self, const std::string& key, const rank_ref& src) {
     self->monitor(handle);
   log().info("{} handshake with prefill instance at {} done ({} source rank{})", who(self), key,
              peer.sources.size(), peer.sources.size() == 1 ? "" : "s");
-  for_rooms_of(self, key, [&](decode_room& room) { attach(self, room, peer); });
-  // Rooms that failed here before the sources were known tell them now.
   for (auto& [id, room] : self->state.rooms)
-    if (room.peer() == key)
-      send_verdict(self, room);
+    if (room.peer() == key) {
+      join(self, room);  // also rooms that failed meanwhile: their verdict reaches prefill
+      advance(self, room);
+    }
 }
 
 void on_topology(self_ptr self, const std::string& key, topology topo) {
@@ -161,57 +187,66 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
     return;
   }
   auto& me = st.cfg.self;
-  if (topo.tp_size != st.cfg.tp_size || topo.pp_size != st.cfg.pp_size) {
-    refuse(self, key,
-           failure{errc::unsupported,
-                   "prefill TP " + std::to_string(topo.tp_size) + " x PP " +
-                       std::to_string(topo.pp_size) + " with decode TP " +
-                       std::to_string(st.cfg.tp_size) + " x PP " + std::to_string(st.cfg.pp_size) +
-                       ": this build pairs equal TP and PP sizes only",
-                   me});
+  auto& mine = st.cfg.pool.layout;
+  peer.everyone.clear();
+  for (auto& r : topo.ranks)
+    peer.everyone.push_back({r.rank, r.handle});
+  instance_size psize{topo.tp_size, topo.pp_size};
+  instance_size dsize{st.cfg.tp_size, st.cfg.pp_size};
+  if (auto bad = check_sizes(psize, dsize)) {
+    refuse(self, key, failure{errc::unsupported, *bad, me});
     return;
   }
-  auto src = std::find_if(topo.ranks.begin(), topo.ranks.end(), [&](const rank_registration& r) {
-    return r.rank.tp == me.tp && r.rank.pp == me.pp;
-  });
-  if (src == topo.ranks.end()) {
-    resolve_failed(self, key,
-                   "no prefill rank tp" + std::to_string(me.tp) + " pp" + std::to_string(me.pp) +
-                       " in the topology");
-    return;
-  }
-  peer.sources = {src->rank};
-  peer.handles = {{src->rank, src->handle}};
+  auto first = topo.ranks.front().layout;
+  auto plan = sources_of(psize, dsize, me.tp, me.pp, first.mla, first.total_kv_heads);
+  peer.sources.clear();
+  peer.handles.clear();
   peer.accepted.clear();
-  if (auto m = compare(src->layout, st.cfg.pool.layout)) {
-    refuse(self, key, failure{errc::layout_mismatch, "layout mismatch: " + *m, me});
-    return;
+  for (auto& s : plan) {
+    auto reg = std::find_if(topo.ranks.begin(), topo.ranks.end(),
+                            [&](auto& r) { return r.rank.tp == s.tp && r.rank.pp == s.pp; });
+    if (reg == topo.ranks.end()) {
+      resolve_failed(self, key,
+                     "no prefill rank tp" + std::to_string(s.tp) + " pp" + std::to_string(s.pp) +
+                         " in the topology");
+      return;
+    }
+    if (auto bad = check_pairing(reg->layout, mine)) {
+      refuse(self, key, failure{bad->code, bad->cause, me});
+      return;
+    }
+    peer.sources.push_back({reg->rank, s.dummy, s.writes_aux});
+    peer.handles.emplace(reg->rank, reg->handle);
   }
-  dest_registration reg{me, caf::actor_cast<decode_rank_actor>(self), st.cfg.data_endpoint,
-                        st.cfg.pool.layout};
-  auto src_rank = src->rank;
-  self->request(src->handle, request_timeout, std::move(reg))
-      .then([self, key, src_rank](dest_accepted&) { on_accepted(self, key, src_rank); },
-            [self, key, src_rank](caf::error& err) {
-              auto why = to_failure(err, self->state.cfg.self);
-              if (why.code == errc::layout_mismatch || why.code == errc::unsupported) {
-                why.origin = src_rank;
-                refuse(self, key, std::move(why));
-              } else {
-                resolve_failed(
-                    self, key,
-                    "registration with " + to_string(src_rank) + ": " + self->system().render(err));
-              }
-            });
+  for (auto& src : peer.sources) {
+    auto rank = src.rank;
+    dest_registration reg{me, caf::actor_cast<decode_rank_actor>(self), st.cfg.data_endpoint, mine};
+    self->request(peer.handles.at(rank), request_timeout, std::move(reg))
+        .then([self, key, rank](dest_accepted&) { on_accepted(self, key, rank); },
+              [self, key, rank](caf::error& err) {
+                auto why = to_failure(err, self->state.cfg.self);
+                if (why.code == errc::layout_mismatch || why.code == errc::unsupported) {
+                  why.origin = rank;
+                  refuse(self, key, std::move(why));
+                } else {
+                  resolve_failed(
+                      self, key,
+                      "registration with " + to_string(rank) + ": " + self->system().render(err));
+                }
+              });
+  }
 }
 
 void start_resolve(self_ptr self, const std::string& key) {
   auto& peer = self->state.peers.at(key);
-  if (peer.in_flight || peer.phase != peer_t::stage::resolving)
+  // The handshake names this rank: wait for the decider to give it its
+  // instance generation.
+  if (peer.in_flight || peer.phase != peer_t::stage::resolving || !self->state.registered)
     return;
   peer.in_flight = true;
-  resolve_bootstrap(
-      self, peer.where, request_timeout, [self, key](caf::expected<bootstrap_actor> found) {
+  resolve_published<bootstrap_actor>(
+      self, peer.where.handle, peer.where.host, peer.where.port, request_timeout, "bootstrap",
+      [self, key](caf::expected<bootstrap_actor> found) {
         if (!found) {
           resolve_failed(self, key, self->system().render(found.error()));
           return;
@@ -224,23 +259,67 @@ void start_resolve(self_ptr self, const std::string& key) {
       });
 }
 
-/// Finishes the room if every source delivered and the aux row is the room's.
+void register_with_decider(self_ptr self) {
+  auto& loc = self->state.cfg.decider;
+  resolve_published<decider_actor>(
+      self, loc.handle, loc.host, loc.port, request_timeout, "decider",
+      [self](caf::expected<decider_actor> found) {
+        auto& st = self->state;
+        if (!found) {
+          log().warn("{} cannot reach the decider: {}; retrying", who(self),
+                     self->system().render(found.error()));
+          self->delayed_send(self, register_retry, register_atom_v);
+          return;
+        }
+        st.decider = *found;
+        member_registration reg{st.cfg.self, caf::actor_cast<decode_rank_actor>(self),
+                                st.cfg.tp_size, st.cfg.pp_size};
+        self->request(st.decider, request_timeout, std::move(reg))
+            .then(
+                [self](member_ack& ack) {
+                  auto& st = self->state;
+                  st.registered = true;
+                  st.cfg.self.instance = ack.instance;
+                  st.cfg.self.instance_generation = ack.instance_generation;
+                  self->monitor(st.decider);
+                  log().info("{} joined the decider of {}", who(self), ack.instance);
+                  for (auto& [id, room] : st.rooms) {
+                    join(self, room);
+                    advance(self, room);
+                  }
+                  for (auto& [key, peer] : st.peers)
+                    start_resolve(self, key);
+                },
+                [self](caf::error& err) {
+                  log().error("{} refused by the decider: {}; retrying", who(self),
+                              self->system().render(err));
+                  self->delayed_send(self, register_retry, register_atom_v);
+                });
+      });
+}
+
+/// Every source delivered: the rank has finished its part if the aux row is
+/// the room's; the decider gets the word either way.
 void maybe_finish(self_ptr self, decode_room& room) {
-  if (!room.all_sources_done())
+  if (room.finished() || !room.all_sources_done())
     return;
   auto& st = self->state;
   if (room.aux_slot() != no_aux_slot) {
     auto stamp = read_stamp(st.cfg.pool, room.aux_slot());
     if (stamp != room.key()) {
-      fail_room(self, room,
-                failure{errc::aux_mismatch,
-                        "aux row " + std::to_string(room.aux_slot()) + " carries " +
-                            to_string(stamp) + ", expected " + to_string(room.key()),
-                        st.cfg.self});
+      report(self, room,
+             failure{errc::aux_mismatch,
+                     "aux row " + std::to_string(room.aux_slot()) + " carries " + to_string(stamp) +
+                         ", expected " + to_string(room.key()),
+                     st.cfg.self});
       return;
     }
   }
-  apply(self, room, room.decision().finish(st.cfg.self));
+  room.mark_finished();
+  self->send(st.decider, room_finished{room.key(), st.cfg.self});
+  // Other participants may still be writing: wait as long as a transfer may take.
+  room.fsm().await_verdict(st.cfg.limits.transferring + st.cfg.limits.verdict, true);
+  sync(self, room);
 }
 
 caf::error unknown_room(self_ptr self, uint64_t id) {
@@ -255,33 +334,47 @@ decode_room* find(self_ptr self, const room_key& key) {
   return &i->second;
 }
 
+void on_down(self_ptr self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  auto level =
+      dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn;
+  if (st.decider && st.decider.address() == dm.source) {
+    log().log(level, "{} the decider went down: {}", who(self), caf::to_string(dm.reason));
+    st.registered = false;
+    failure why{errc::peer_down, "the decider went down (" + caf::to_string(dm.reason) + ")",
+                st.cfg.self};
+    for (auto& [id, room] : st.rooms)
+      if (!room.fsm().terminal())
+        conclude(self, room, kv_poll::failed, why);
+    self->delayed_send(self, register_retry, register_atom_v);
+    return;
+  }
+  for (auto p = st.peers.begin(); p != st.peers.end();) {
+    auto hit = std::find_if(p->second.handles.begin(), p->second.handles.end(),
+                            [&](auto& kv) { return kv.second.address() == dm.source; });
+    if (hit == p->second.handles.end()) {
+      ++p;
+      continue;
+    }
+    auto gone = hit->first;
+    log().log(level, "{} prefill {} went down: {}", who(self), to_string(gone),
+              caf::to_string(dm.reason));
+    failure why{errc::peer_down,
+                "prefill " + to_string(gone) + " went down (" + caf::to_string(dm.reason) + ")",
+                st.cfg.self};
+    for_rooms_of(self, p->first, [&](decode_room& room) { report(self, room, why); });
+    // Later rooms look the instance up again (it may have restarted).
+    p = st.peers.erase(p);
+  }
+}
+
 }  // namespace
 
 decode_rank_actor::behavior_type decode_rank(
     decode_rank_actor::stateful_pointer<decode_rank_state> self, decode_rank_config cfg) {
   self->state.cfg = std::move(cfg);
-  self->state.next_generation = self->state.cfg.first_generation;
-  self->set_down_handler([self](caf::down_msg& dm) {
-    auto& st = self->state;
-    for (auto p = st.peers.begin(); p != st.peers.end();) {
-      auto hit = std::find_if(p->second.handles.begin(), p->second.handles.end(),
-                              [&](auto& kv) { return kv.second.address() == dm.source; });
-      if (hit == p->second.handles.end()) {
-        ++p;
-        continue;
-      }
-      auto gone = hit->first;
-      log().log(
-          dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn,
-          "{} prefill {} went down: {}", who(self), to_string(gone), caf::to_string(dm.reason));
-      failure why{errc::peer_down,
-                  "prefill " + to_string(gone) + " went down (" + caf::to_string(dm.reason) + ")",
-                  st.cfg.self};
-      for_rooms_of(self, p->first, [&](decode_room& room) { fail_room(self, room, why); });
-      // Later rooms look the instance up again (it may have restarted).
-      p = st.peers.erase(p);
-    }
-  });
+  self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
+  register_with_decider(self);
   return {
       // -- scheduler ------------------------------------------------------------
       [self](room_open_atom, uint64_t id, bootstrap_locator& where, room_slot_ptr& slot) {
@@ -295,42 +388,40 @@ decode_rank_actor::behavior_type decode_rank(
           return;
         }
         auto key = where.key();
-        room_key rk{id, st.next_generation++};
         auto& room = st.rooms
-                         .try_emplace(id, rk, std::move(slot), key, st.cfg.self, st.cfg.pool.layout,
+                         .try_emplace(id, id, std::move(slot), key, st.cfg.self, st.cfg.pool.layout,
                                       st.cfg.limits)
                          .first->second;
         auto [p, fresh] = st.peers.try_emplace(key);
         if (fresh)
           p->second.where = where;
-        auto& peer = p->second;
-        switch (peer.phase) {
+        join(self, room);
+        switch (p->second.phase) {
           case peer_t::stage::ready:
-            attach(self, room, peer);
-            return;
+            advance(self, room);
+            break;
           case peer_t::stage::refused:
-            fail_room(self, room, peer.refusal);
-            return;
+            report(self, room, p->second.refusal);
+            break;
           case peer_t::stage::resolving:
-            sync(self, room);
             start_resolve(self, key);
-            return;
+            break;
         }
+        sync(self, room);
       },
       [self](receiver_init& msg) -> caf::result<void> {
         auto i = self->state.rooms.find(msg.room);
         if (i == self->state.rooms.end())
           return unknown_room(self, msg.room);
         auto& room = i->second;
-        if (auto bad = room.init(std::move(msg.dst_pages), msg.aux_slot)) {
-          fail_room(self, room, std::move(*bad));
+        if (auto bad = room.init(std::move(msg.dst_pages), msg.aux_slot, std::move(msg.states))) {
+          report(self, room, std::move(*bad));
           return caf::unit;
         }
         // Cleared before any write can come: a stale row never passes the check.
         if (room.aux_slot() != no_aux_slot)
           write_stamp(self->state.cfg.pool, room.aux_slot(), room_key{});
-        if (room.has_sources() && !room.fsm().terminal() && !room.requested())
-          send_request(self, room);
+        advance(self, room);
         sync(self, room);
         return caf::unit;
       },
@@ -338,21 +429,24 @@ decode_rank_actor::behavior_type decode_rank(
         auto i = self->state.rooms.find(id);
         if (i == self->state.rooms.end())
           return unknown_room(self, id);
-        fail_room(self, i->second,
-                  failure{errc::aborted, "aborted by the decode scheduler", self->state.cfg.self});
+        report(self, i->second,
+               failure{errc::aborted, "aborted by the decode scheduler", self->state.cfg.self});
         return caf::unit;
       },
       [self](room_clear_atom, uint64_t id) -> caf::result<void> {
-        auto i = self->state.rooms.find(id);
-        if (i == self->state.rooms.end())
+        auto& st = self->state;
+        auto i = st.rooms.find(id);
+        if (i == st.rooms.end())
           return unknown_room(self, id);
         auto& room = i->second;
         if (!room.fsm().terminal())
-          fail_room(self, room,
-                    failure{errc::aborted,
-                            "cleared by the decode scheduler in " + to_string(room.fsm().state()),
-                            self->state.cfg.self});
-        self->state.rooms.erase(i);
+          report(self, room,
+                 failure{errc::aborted,
+                         "cleared by the decode scheduler in " + to_string(room.fsm().state()),
+                         st.cfg.self});
+        if (st.registered)
+          self->send(st.decider, room_leave{room.key(), st.cfg.self});
+        st.rooms.erase(i);
         return caf::unit;
       },
       [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
@@ -365,26 +459,32 @@ decode_rank_actor::behavior_type decode_rank(
       // -- prefill ranks --------------------------------------------------------
       [self](chunk_landed& msg) {
         auto* room = find(self, msg.key);
-        if (!room || room->fsm().terminal())
-          return;  // stale (another generation), or already decided
+        if (!room || room->fsm().terminal() || room->fsm().awaiting_verdict())
+          return;  // stale (another generation), decided, or already reported
         if (auto bad = room->landed(msg)) {
-          fail_room(self, *room, std::move(*bad));
+          report(self, *room, std::move(*bad));
           return;
         }
-        if (msg.last)
-          room->decision().finish(msg.prefill_rank);
         maybe_finish(self, *room);
         sync(self, *room);
       },
-      [self](room_failure& msg) {
-        if (auto* room = find(self, msg.key))
-          fail_room(self, *room, std::move(msg.why));
+      // -- the decider ----------------------------------------------------------
+      [self](room_keyed& msg) {
+        auto i = self->state.rooms.find(msg.key.room);
+        if (i == self->state.rooms.end() || i->second.keyed())
+          return;
+        i->second.set_generation(msg.key.generation);
+        advance(self, i->second);
+        sync(self, i->second);
       },
       [self](room_verdict& msg) {
-        // A prefill rank that concluded alone (before this room's request
-        // reached it) tells its outcome; it can only be a failure.
-        if (auto* room = find(self, msg.key); room && msg.outcome == kv_poll::failed)
-          fail_room(self, *room, std::move(msg.why));
+        auto i = self->state.rooms.find(msg.key.room);
+        if (i == self->state.rooms.end())
+          return;
+        auto& room = i->second;
+        room.set_generation(msg.key.generation);
+        if (room.key() == msg.key)
+          conclude(self, room, msg.outcome, msg.why);
       },
       // -- timers ---------------------------------------------------------------
       [self](deadline_atom, uint64_t id, uint64_t epoch) {
@@ -393,6 +493,14 @@ decode_rank_actor::behavior_type decode_rank(
         if (i == st.rooms.end() || !i->second.fsm().is_current(epoch))
           return;
         auto& room = i->second;
+        if (room.fsm().awaiting_verdict()) {
+          auto why = room.finished()
+                         ? failure{errc::peer_down, room.fsm().stuck_cause(room.key()), st.cfg.self}
+                         : room.reported();
+          log().warn("{} {}", who(self), room.fsm().stuck_cause(room.key()));
+          conclude(self, room, kv_poll::failed, why);
+          return;
+        }
         failure why{errc::deadline, room.fsm().stuck_cause(room.key()), st.cfg.self};
         if (auto p = st.peers.find(room.peer()); p != st.peers.end() &&
                                                  p->second.phase == peer_t::stage::resolving &&
@@ -400,11 +508,15 @@ decode_rank_actor::behavior_type decode_rank(
           why.code = errc::bootstrap_unreachable;
           why.cause += " (prefill instance at " + room.peer() + ": " + p->second.last_error + ")";
         }
-        fail_room(self, room, std::move(why));
+        report(self, room, std::move(why));
       },
       [self](retry_atom, std::string& key) {
         if (self->state.peers.count(key))
           start_resolve(self, key);
+      },
+      [self](register_atom) {
+        if (!self->state.registered)
+          register_with_decider(self);
       },
   };
 }

@@ -1,9 +1,9 @@
-// The decode rank actor: one per TP rank of a decode instance. It finds each
-// prefill instance through its bootstrap, checks the layouts at handshake,
-// registers with the prefill ranks it receives from, owns the rooms of this
-// rank, and is their decider: it concludes each room from its sources'
-// finishes and the aux stamp, or from the first failure, and sends the verdict
-// to every participating prefill rank.
+// The decode rank actor: one per TP rank of a decode instance. It registers
+// with its instance's decider, finds each prefill instance through its
+// bootstrap, checks the pairing of layouts at handshake, registers with the
+// prefill ranks it receives from (tp_mapping's sources), owns the rooms of
+// this rank, and reports each room's finish or failure to the decider, whose
+// verdict it concludes with.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include "actors/rank/decode_room.hpp"
 #include "actors/rank/local_pool.hpp"
 #include "messages/bootstrap.hpp"
+#include "messages/decision.hpp"
 #include "messages/handles.hpp"
 #include "transport/transport.hpp"
 
@@ -32,8 +33,8 @@ struct decode_rank_config {
   /// The transport that receives into this rank's pool; owned by the actor
   /// from now on (its receiver stops when the actor terminates).
   std::shared_ptr<transport::transport> net;
-  /// First room generation; distinct per incarnation of the rank.
-  uint64_t first_generation = 1;
+  /// Where the decider of this rank's instance is.
+  decider_locator decider;
 };
 
 struct decode_rank_state {
@@ -44,8 +45,9 @@ struct decode_rank_state {
     enum class stage { resolving, ready, refused };
     stage phase = stage::resolving;
     bootstrap_locator where;
-    std::vector<rank_ref> sources;  // the ranks this rank receives from
-    std::map<rank_ref, prefill_rank_actor> handles;
+    std::vector<participant> everyone;  // every rank of the instance: the room's prefill side
+    std::vector<room_source> sources;   // the ranks this rank receives from
+    std::map<rank_ref, prefill_rank_actor> handles;  // of the sources
     std::set<rank_ref> accepted;
     failure refusal;
     std::string last_error;
@@ -56,7 +58,8 @@ struct decode_rank_state {
   decode_rank_config cfg;
   std::map<uint64_t, decode_room> rooms;
   std::map<std::string, prefill_peer> peers;  // by bootstrap_locator::key()
-  uint64_t next_generation = 1;
+  decider_actor decider;
+  bool registered = false;
 };
 
 decode_rank_actor::behavior_type decode_rank(

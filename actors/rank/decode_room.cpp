@@ -5,16 +5,17 @@
 
 namespace kvferry {
 
-decode_room::decode_room(room_key key, room_slot_ptr slot, std::string peer, const rank_ref& self,
+decode_room::decode_room(uint64_t id, room_slot_ptr slot, std::string peer, const rank_ref& self,
                          const kv_layout& local, const deadlines& limits)
-    : key_(key),
+    : key_{id, 0},
       slot_(std::move(slot)),
       peer_(std::move(peer)),
       self_(self),
       local_(local),
       fsm_(limits) {}
 
-std::optional<failure> decode_room::init(std::vector<uint32_t> dst_pages, uint32_t aux_slot) {
+std::optional<failure> decode_room::init(std::vector<uint32_t> dst_pages, uint32_t aux_slot,
+                                         std::vector<std::vector<uint32_t>> states) {
   if (initialized_)
     return make(errc::invalid_argument, "init called twice for " + to_string(key_));
   auto cap = local_.page_capacity();
@@ -33,25 +34,23 @@ std::optional<failure> decode_room::init(std::vector<uint32_t> dst_pages, uint32
   }
   if (auto bad = check_aux_slot(local_, aux_slot))
     return make(errc::invalid_argument, *bad);
+  if (auto bad = check_state_indices(local_, states))
+    return make(errc::invalid_argument, *bad);
   dst_pages_ = std::move(dst_pages);
   aux_slot_ = aux_slot;
+  states_ = std::move(states);
   initialized_ = true;
   fsm_.touch();
   return std::nullopt;
 }
 
-void decode_room::set_sources(std::vector<rank_ref> sources) {
-  sources_ = std::move(sources);
-  for (auto& s : sources_)
-    decision_.add_participant(s);
-  decision_.add_participant(self_);
-}
-
 std::optional<failure> decode_room::landed(const chunk_landed& msg) {
-  if (std::find(sources_.begin(), sources_.end(), msg.prefill_rank) == sources_.end())
+  auto src = std::find_if(sources_.begin(), sources_.end(),
+                          [&](const room_source& s) { return s.rank == msg.prefill_rank; });
+  if (src == sources_.end() || src->dummy)
     return make(errc::invalid_chunk, "chunk " + std::to_string(msg.chunk) + " of " +
                                          to_string(key_) + " from " + to_string(msg.prefill_rank) +
-                                         ", which is not a source of the room");
+                                         ", which is not a writing source of the room");
   if (std::find(done_.begin(), done_.end(), msg.prefill_rank) != done_.end())
     return make(errc::invalid_chunk, "chunk " + std::to_string(msg.chunk) + " of " +
                                          to_string(key_) + " from " + to_string(msg.prefill_rank) +
@@ -65,7 +64,9 @@ std::optional<failure> decode_room::landed(const chunk_landed& msg) {
 }
 
 bool decode_room::all_sources_done() const {
-  return !sources_.empty() && done_.size() == sources_.size();
+  auto writers = std::count_if(sources_.begin(), sources_.end(),
+                               [](const room_source& s) { return !s.dummy; });
+  return writers > 0 && done_.size() == static_cast<size_t>(writers);
 }
 
 }  // namespace kvferry

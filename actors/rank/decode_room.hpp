@@ -1,7 +1,6 @@
-// One room on a decode rank, which is also the room's decider: its destination
-// pages, the prefill ranks that write into it, and the group decision that
-// turns their finishes (or the first failure) into the verdict. Plain logic;
-// the decode rank actor routes messages to it.
+// One room on a decode rank: its destination pages, aux row and state slots,
+// the prefill ranks it receives from, and how far each has come. Plain logic;
+// the decode rank actor routes messages to it. The verdict is the decider's.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "actors/rank/group_decision.hpp"
 #include "actors/rank/room_fsm.hpp"
 #include "messages/failure.hpp"
 #include "messages/layout.hpp"
@@ -18,50 +16,73 @@
 
 namespace kvferry {
 
+/// A prefill rank this room receives from.
+struct room_source {
+  rank_ref rank;
+  bool dummy = false;       ///< takes part, writes nothing into this rank
+  bool writes_aux = false;  ///< writes the aux row and the states
+};
+
 class decode_room {
  public:
   /// `local` is this rank's layout and must outlive the room. `peer` names the
   /// prefill instance (its bootstrap locator key).
-  decode_room(room_key key, room_slot_ptr slot, std::string peer, const rank_ref& self,
+  decode_room(uint64_t id, room_slot_ptr slot, std::string peer, const rank_ref& self,
               const kv_layout& local, const deadlines& limits);
 
+  /// The room key; generation 0 until the decider's room_keyed.
   const room_key& key() const { return key_; }
+  bool keyed() const { return key_.generation != 0; }
+  /// Takes the generation the decider drew (once).
+  void set_generation(uint64_t g) {
+    if (key_.generation == 0)
+      key_.generation = g;
+  }
   const std::string& peer() const { return peer_; }
   room_fsm& fsm() { return fsm_; }
   const room_fsm& fsm() const { return fsm_; }
   const room_slot_ptr& slot() const { return slot_; }
-  group_decision& decision() { return decision_; }
 
-  /// The scheduler's init: destination pages (one per prefill page, in order)
-  /// and the aux row. Pages must be distinct and inside the pool.
-  std::optional<failure> init(std::vector<uint32_t> dst_pages, uint32_t aux_slot);
+  /// The scheduler's init: destination pages (one per prefill page, in order,
+  /// distinct, inside the pool), the aux row and the state indices (one list
+  /// per state component of the layout).
+  std::optional<failure> init(std::vector<uint32_t> dst_pages, uint32_t aux_slot,
+                              std::vector<std::vector<uint32_t>> states);
   bool initialized() const { return initialized_; }
   const std::vector<uint32_t>& dst_pages() const { return dst_pages_; }
   uint32_t aux_slot() const { return aux_slot_; }
+  const std::vector<std::vector<uint32_t>>& states() const { return states_; }
 
-  /// The prefill ranks that write into this room; they and this rank are the
-  /// participants of the decision.
-  void set_sources(std::vector<rank_ref> sources);
-  const std::vector<rank_ref>& sources() const { return sources_; }
+  /// The prefill ranks this rank receives from (tp_mapping's sources).
+  void set_sources(std::vector<room_source> sources) { sources_ = std::move(sources); }
+  const std::vector<room_source>& sources() const { return sources_; }
   bool has_sources() const { return !sources_.empty(); }
 
-  /// True once the request went to the sources.
+  /// True once the decider knows the room's prefill participants.
+  bool announced() const { return announced_; }
+  void mark_announced() { announced_ = true; }
+
+  /// True once the requests went to the sources.
   bool requested() const { return requested_; }
   void mark_requested() { requested_ = true; }
 
-  /// A chunk from `from` landed. Returns a failure if `from` is not a source
-  /// of this room or sends after its last chunk; records progress otherwise.
+  /// A chunk from `msg.prefill_rank` landed. A failure if that rank is not a
+  /// writing source of this room or sends after its last chunk.
   std::optional<failure> landed(const chunk_landed& msg);
 
-  /// True when every source has landed its last chunk.
+  /// True when every writing source has landed its last chunk.
   bool all_sources_done() const;
 
-  uint64_t bytes_landed() const { return bytes_; }
+  /// True once this rank told the decider it finished.
+  bool finished() const { return finished_; }
+  void mark_finished() { finished_ = true; }
 
-  /// True once the verdict went to the prefill ranks (false while they are
-  /// not known yet: it goes when the handshake completes).
-  bool verdict_sent() const { return verdict_sent_; }
-  void mark_verdict_sent() { verdict_sent_ = true; }
+  /// The failure this rank reported to the decider (its cause if the verdict
+  /// never comes).
+  void set_reported(failure why) { reported_ = std::move(why); }
+  const failure& reported() const { return reported_; }
+
+  uint64_t bytes_landed() const { return bytes_; }
 
  private:
   failure make(errc code, std::string cause) const {
@@ -74,15 +95,17 @@ class decode_room {
   rank_ref self_;
   const kv_layout& local_;
   room_fsm fsm_;
-  group_decision decision_;
   bool initialized_ = false;
   std::vector<uint32_t> dst_pages_;
   uint32_t aux_slot_ = no_aux_slot;
-  std::vector<rank_ref> sources_;
+  std::vector<std::vector<uint32_t>> states_;
+  std::vector<room_source> sources_;
   std::vector<rank_ref> done_;
+  bool announced_ = false;
   bool requested_ = false;
+  bool finished_ = false;
+  failure reported_;
   uint64_t bytes_ = 0;
-  bool verdict_sent_ = false;
 };
 
 }  // namespace kvferry

@@ -4,9 +4,10 @@
 
 #include <caf/actor_cast.hpp>
 
-#include "actors/bootstrap/bootstrap_client.hpp"
 #include "actors/log.hpp"
+#include "actors/plan/tp_mapping.hpp"
 #include "actors/rank/room_publish.hpp"
+#include "actors/remote_lookup.hpp"
 #include "messages/scheduler.hpp"
 #include "messages/transfer.hpp"
 
@@ -31,15 +32,13 @@ void sync(self_ptr self, prefill_room& room) {
 }
 
 /// Concludes a room with the decider's verdict (or its own, when alone).
-void conclude(self_ptr self, prefill_room& room, const room_verdict& v) {
+void conclude(self_ptr self, prefill_room& room, kv_poll outcome, const failure& why) {
   auto& fsm = room.fsm();
-  bool changed = v.outcome == kv_poll::success ? fsm.succeed() : fsm.fail(v.why);
-  if (changed) {
-    if (v.outcome == kv_poll::success)
-      log().debug("{} {}: Success", who(self), to_string(room.key()));
-    else
-      log().info("{} {}: Failed: {}", who(self), to_string(room.key()), to_string(v.why));
-  }
+  bool changed = outcome == kv_poll::success ? fsm.succeed() : fsm.fail(why);
+  if (changed && outcome == kv_poll::success)
+    log().debug("{} {}: Success", who(self), to_string(room.key()));
+  else if (changed)
+    log().info("{} {}: Failed: {}", who(self), to_string(room.key()), to_string(why));
   sync(self, room);
 }
 
@@ -51,7 +50,7 @@ void report(self_ptr self, prefill_room& room, failure why) {
     return;  // the first root cause was already reported
   auto d = self->state.deciders.find(room.id());
   if (d == self->state.deciders.end()) {
-    conclude(self, room, room_verdict{room.key(), kv_poll::failed, std::move(why)});
+    conclude(self, room, kv_poll::failed, why);
     return;
   }
   log().info("{} {}: reporting to its decider: {}", who(self), to_string(room.key()),
@@ -62,38 +61,51 @@ void report(self_ptr self, prefill_room& room, failure why) {
   sync(self, room);
 }
 
-/// Hands every chunk that can go now to the transfer actor.
-void dispatch(self_ptr self, prefill_room& room) {
-  auto jobs = room.take_jobs();
-  if (!jobs.empty())
-    room.fsm().advance(kv_poll::transferring);
-  for (auto& job : jobs)
-    self->send(self->state.cfg.transfer, std::move(job));
+/// This rank's part of the room is done: the decider hears it; the verdict
+/// comes once every participant is done.
+void finish(self_ptr self, prefill_room& room) {
+  auto& st = self->state;
+  auto d = st.deciders.find(room.id());
+  if (room.fsm().terminal() || room.fsm().awaiting_verdict() || d == st.deciders.end())
+    return;
+  self->send(d->second, room_finished{room.key(), st.cfg.self});
+  room.fsm().await_verdict(st.cfg.limits.transferring + st.cfg.limits.verdict, true);
   sync(self, room);
 }
 
-/// The verdict this rank gives a decider whose request came for a room that
-/// already concluded here.
-room_verdict verdict_of(const prefill_room& room, const room_key& asked) {
-  return room_verdict{asked, room.fsm().state(), room.fsm().why()};
+/// Hands every chunk that can go now to the transfer actor.
+void dispatch(self_ptr self, prefill_room& room) {
+  auto jobs = room.take_jobs();
+  if (!jobs.empty() || (room.bound() && room.pages_accepted() > 0))
+    room.fsm().advance(kv_poll::transferring);
+  for (auto& job : jobs)
+    self->send(self->state.cfg.transfer, std::move(job));
+  if (room.done())
+    finish(self, room);  // a rank whose destinations are all dummies writes nothing
+  sync(self, room);
 }
 
 void handle_request(self_ptr self, prefill_room& room, const room_request& req) {
   auto& st = self->state;
-  if (room.bound() && room.key().generation != req.key.generation) {
+  if (room.key().generation != 0 && room.key().generation != req.key.generation) {
     // Another incarnation of the id is live here: refuse the newcomer only.
     self->send(req.decider,
-               room_verdict{req.key, kv_poll::failed,
-                            failure{errc::duplicate_room,
-                                    to_string(req.key) + " requested while " +
-                                        to_string(room.key()) + " is live on this rank",
-                                    st.cfg.self}});
+               room_failure{req.key, failure{errc::duplicate_room,
+                                             to_string(req.key) + " requested while " +
+                                                 to_string(room.key()) + " is live on " +
+                                                 to_string(st.cfg.self),
+                                             st.cfg.self}});
     return;
   }
-  st.deciders.insert_or_assign(room.id(), req.decider);
+  if (!st.deciders.count(room.id())) {
+    st.deciders.emplace(room.id(), req.decider);
+    self->monitor(req.decider);
+  }
   room.adopt(req.key.generation);
   if (room.fsm().terminal()) {
-    self->send(req.decider, verdict_of(room, req.key));
+    // Concluded alone before any decode rank asked: the decider hears why.
+    if (room.fsm().state() == kv_poll::failed)
+      self->send(req.decider, room_failure{req.key, room.fsm().why()});
     return;
   }
   auto peer = st.peers.find(req.decode_rank);
@@ -105,13 +117,18 @@ void handle_request(self_ptr self, prefill_room& room, const room_request& req) 
                    st.cfg.self});
     return;
   }
-  if (auto bad = room.bind(req, peer->second.layout, 1)) {
+  auto& dl = peer->second.layout;
+  auto& me = st.cfg.self;
+  auto required = destinations_of({st.cfg.tp_size, st.cfg.pp_size}, {dl.tp_size, dl.pp_size}, me.tp,
+                                  me.pp, st.cfg.layout.mla, st.cfg.layout.total_kv_heads);
+  if (auto bad = room.bind(req, dl, required)) {
     report(self, room, std::move(*bad));
     return;
   }
   if (room.bound()) {
     room.fsm().advance(kv_poll::waiting_for_input);
-    log().debug("{} {}: destination known, WaitingForInput", who(self), to_string(room.key()));
+    log().debug("{} {}: every destination known, WaitingForInput", who(self),
+                to_string(room.key()));
   }
   dispatch(self, room);
 }
@@ -142,28 +159,34 @@ void store_pending(self_ptr self, const room_request& req) {
   auto& st = self->state;
   if (st.pending.size() >= max_pending && !st.pending.count(req.key.room)) {
     self->send(req.decider,
-               room_verdict{req.key, kv_poll::failed,
-                            failure{errc::invalid_argument,
-                                    std::to_string(max_pending) +
-                                        " requests already wait for rooms this rank has not opened",
-                                    st.cfg.self}});
+               room_failure{req.key, failure{errc::invalid_argument,
+                                             std::to_string(max_pending) +
+                                                 " requests already wait for rooms this rank has "
+                                                 "not opened",
+                                             st.cfg.self}});
     return;
   }
   auto& entry = st.pending[req.key.room];
+  if (entry.request.key.generation != req.key.generation)
+    entry = prefill_rank_state::pending_entry{};  // a new incarnation replaces the old
+  if (entry.verdict)
+    return;  // decided already: the open will conclude with it
   entry.request = req;
-  entry.verdict.reset();
-  self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, req.key.room,
-                     req.key.generation);
+  entry.requests.push_back(req);
+  if (entry.requests.size() == 1)
+    self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, req.key.room,
+                       req.key.generation);
 }
 
 void register_with_bootstrap(self_ptr self) {
-  auto& st = self->state;
-  resolve_bootstrap(
-      self, st.cfg.bootstrap, request_timeout, [self](caf::expected<bootstrap_actor> found) {
+  auto& loc = self->state.cfg.bootstrap;
+  resolve_published<bootstrap_actor>(
+      self, loc.handle, loc.host, loc.port, request_timeout, "bootstrap",
+      [self](caf::expected<bootstrap_actor> found) {
         auto& st = self->state;
         if (!found) {
           log().warn("{} cannot reach bootstrap {}: {}; retrying", who(self),
-                     st.cfg.bootstrap.key(), caf::to_string(found.error()));
+                     st.cfg.bootstrap.key(), self->system().render(found.error()));
           self->delayed_send(self, register_retry, register_atom_v);
           return;
         }
@@ -193,40 +216,47 @@ caf::error unknown_room(self_ptr self, uint64_t id) {
                                             to_string(self->state.cfg.self));
 }
 
+void on_down(self_ptr self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  auto level =
+      dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn;
+  // A decider that goes down takes its rooms' verdicts with it: they conclude here.
+  for (auto& [id, dec] : st.deciders) {
+    if (dec.address() != dm.source)
+      continue;
+    auto r = st.rooms.find(id);
+    if (r != st.rooms.end() && !r->second.fsm().terminal())
+      conclude(self, r->second, kv_poll::failed,
+               failure{errc::peer_down,
+                       "the decider of " + to_string(r->second.key()) + " went down (" +
+                           caf::to_string(dm.reason) + ")",
+                       st.cfg.self});
+  }
+  for (auto i = st.peers.begin(); i != st.peers.end();) {
+    if (i->second.handle.address() != dm.source) {
+      ++i;
+      continue;
+    }
+    auto gone = i->first;
+    log().log(level, "{} decode {} went down: {}", who(self), to_string(gone),
+              caf::to_string(dm.reason));
+    failure why{errc::peer_down,
+                "decode " + to_string(gone) + " went down (" + caf::to_string(dm.reason) + ")",
+                st.cfg.self};
+    for (auto& [id, room] : st.rooms)
+      for (auto& d : room.destinations())
+        if (d.decode_rank == gone)
+          report(self, room, why);
+    i = st.peers.erase(i);
+  }
+}
+
 }  // namespace
 
 prefill_rank_actor::behavior_type prefill_rank(
     prefill_rank_actor::stateful_pointer<prefill_rank_state> self, prefill_rank_config cfg) {
   self->state.cfg = std::move(cfg);
-  self->set_down_handler([self](caf::down_msg& dm) {
-    auto& st = self->state;
-    for (auto i = st.peers.begin(); i != st.peers.end();) {
-      if (i->second.handle.address() != dm.source) {
-        ++i;
-        continue;
-      }
-      auto gone = i->first;
-      log().log(
-          dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn,
-          "{} decode {} went down: {}", who(self), to_string(gone), caf::to_string(dm.reason));
-      // Its decider is gone with it: rooms that involve it conclude here.
-      for (auto& [id, room] : st.rooms) {
-        bool involved = false;
-        for (auto& d : room.destinations())
-          involved = involved || d.decode_rank == gone;
-        auto dec = st.deciders.find(id);
-        involved = involved || (dec != st.deciders.end() && dec->second.address() == dm.source);
-        if (involved && !room.fsm().terminal())
-          conclude(self, room,
-                   room_verdict{room.key(), kv_poll::failed,
-                                failure{errc::peer_down,
-                                        "decode " + to_string(gone) + " went down (" +
-                                            caf::to_string(dm.reason) + ")",
-                                        st.cfg.self}});
-      }
-      i = st.peers.erase(i);
-    }
-  });
+  self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
   if (!self->state.cfg.bootstrap.host.empty() || self->state.cfg.bootstrap.handle)
     register_with_bootstrap(self);
   return {
@@ -249,12 +279,16 @@ prefill_rank_actor::behavior_type prefill_rank(
           auto entry = std::move(p->second);
           st.pending.erase(p);
           if (entry.verdict) {
-            st.deciders.insert_or_assign(id, entry.request.decider);
+            if (entry.request.decider) {
+              st.deciders.insert_or_assign(id, entry.request.decider);
+              self->monitor(entry.request.decider);
+            }
             room.adopt(entry.verdict->key.generation);
-            conclude(self, room, *entry.verdict);
+            conclude(self, room, entry.verdict->outcome, entry.verdict->why);
             return;
           }
-          handle_request(self, room, entry.request);
+          for (auto& req : entry.requests)
+            handle_request(self, room, req);
           return;
         }
         sync(self, room);
@@ -273,7 +307,7 @@ prefill_rank_actor::behavior_type prefill_rank(
         auto i = self->state.rooms.find(msg.room);
         if (i == self->state.rooms.end())
           return unknown_room(self, msg.room);
-        if (auto bad = i->second.accept(std::move(msg.pages), msg.last))
+        if (auto bad = i->second.accept(std::move(msg.pages), msg.last, std::move(msg.states)))
           report(self, i->second, std::move(*bad));
         else
           dispatch(self, i->second);
@@ -313,10 +347,10 @@ prefill_rank_actor::behavior_type prefill_rank(
       // -- decode ranks ---------------------------------------------------------
       [self](dest_registration& reg) -> caf::result<dest_accepted> {
         auto& st = self->state;
-        if (auto m = compare(st.cfg.layout, reg.layout)) {
-          log().error("{} refused decode {}: layout mismatch: {}", who(self),
-                      to_string(reg.decode_rank), *m);
-          return make_error(errc::layout_mismatch, "layout mismatch: " + *m);
+        if (auto bad = check_pairing(st.cfg.layout, reg.layout)) {
+          log().error("{} refused decode {}: {}", who(self), to_string(reg.decode_rank),
+                      bad->cause);
+          return make_error(bad->code, bad->cause);
         }
         self->monitor(reg.handle);
         st.peers.insert_or_assign(reg.decode_rank,
@@ -333,9 +367,8 @@ prefill_rank_actor::behavior_type prefill_rank(
           return;
         }
         if (auto* v = find_tombstone(self, req.key.room)) {
-          auto answer = *v;
-          answer.key = req.key;
-          self->send(req.decider, answer);
+          if (v->outcome == kv_poll::failed)
+            self->send(req.decider, room_failure{req.key, v->why});
           return;
         }
         store_pending(self, req);
@@ -346,7 +379,7 @@ prefill_rank_actor::behavior_type prefill_rank(
           auto& room = i->second;
           room.adopt(v.key.generation);
           if (room.key().generation == v.key.generation)
-            conclude(self, room, v);
+            conclude(self, room, v.outcome, v.why);
           return;
         }
         // A verdict for a room this rank already cleared changes nothing.
@@ -356,7 +389,7 @@ prefill_rank_actor::behavior_type prefill_rank(
         auto& entry = st.pending[v.key.room];
         if (entry.request.key.generation == 0 || entry.request.key.generation == v.key.generation) {
           entry.request.key = v.key;
-          entry.request.decider = caf::actor_cast<decode_rank_actor>(self->current_sender());
+          entry.request.decider = caf::actor_cast<decider_actor>(self->current_sender());
           entry.verdict = v;
           self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, v.key.room,
                              v.key.generation);
@@ -369,17 +402,17 @@ prefill_rank_actor::behavior_type prefill_rank(
         if (i == st.rooms.end() || i->second.key().generation != r.key.generation)
           return;  // the room was cleared meanwhile
         auto& room = i->second;
+        bool dest_done = room.landed(r.peer);
         if (r.why) {
-          room.landed(r.chunk, r.last);
           report(self, room, std::move(r.why));
           return;
         }
-        // `last` once every job of the room has landed, whatever order they finished in.
-        bool all_landed = room.landed(r.chunk, r.last);
         if (auto p = st.peers.find(r.peer); p != st.peers.end())
           self->send(p->second.handle,
-                     chunk_landed{r.key, st.cfg.self, r.chunk, r.pages, r.bytes, all_landed});
+                     chunk_landed{r.key, st.cfg.self, r.chunk, r.pages, r.bytes, dest_done});
         room.fsm().touch();
+        if (room.done())
+          finish(self, room);
         sync(self, room);
       },
       // -- timers ---------------------------------------------------------------
@@ -388,14 +421,19 @@ prefill_rank_actor::behavior_type prefill_rank(
         if (i == self->state.rooms.end() || !i->second.fsm().is_current(epoch))
           return;
         auto& room = i->second;
+        auto& st = self->state;
         if (room.fsm().awaiting_verdict()) {
-          // The decider never answered: conclude with the cause this rank reported.
+          // The decider never answered: conclude with the cause this rank
+          // reported, or, having finished, with the silence itself.
           log().warn("{} {}", who(self), room.fsm().stuck_cause(room.key()));
-          conclude(self, room, room_verdict{room.key(), kv_poll::failed, room.reported()});
+          auto why = room.reported() ? room.reported()
+                                     : failure{errc::peer_down, room.fsm().stuck_cause(room.key()),
+                                               st.cfg.self};
+          conclude(self, room, kv_poll::failed, why);
           return;
         }
         report(self, room,
-               failure{errc::deadline, room.fsm().stuck_cause(room.key()), self->state.cfg.self});
+               failure{errc::deadline, room.fsm().stuck_cause(room.key()), st.cfg.self});
       },
       [self](expire_atom, uint64_t id, uint64_t generation) {
         auto& st = self->state;
@@ -406,16 +444,14 @@ prefill_rank_actor::behavior_type prefill_rank(
           st.pending.erase(p);  // kept long enough for a late open
           return;
         }
-        room_verdict v{
-            p->second.request.key, kv_poll::failed,
-            failure{errc::deadline,
+        failure why{errc::deadline,
                     to_string(p->second.request.key) +
                         " was requested but not opened by the prefill scheduler within " +
                         format_duration(st.cfg.limits.bootstrapping),
-                    st.cfg.self}};
-        self->send(p->second.request.decider, v);
+                    st.cfg.self};
+        self->send(p->second.request.decider, room_failure{p->second.request.key, why});
         // Kept a while, so that a late open concludes with the same cause.
-        p->second.verdict = std::move(v);
+        p->second.verdict = room_verdict{p->second.request.key, kv_poll::failed, why};
         self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, id, generation);
       },
       [self](register_atom) { register_with_bootstrap(self); },

@@ -1,8 +1,10 @@
 // The prefill rank actor: one per TP rank of a prefill instance. It registers
-// with its instance's bootstrap, accepts decode ranks' registrations, owns the
-// rooms of this rank (their state machines and deadlines), hands chunks to its
-// transfer actor, and reports to each room's decider; it concludes a room only
-// with the decider's verdict (or alone, for a room no decode rank has asked for).
+// with its instance's bootstrap, accepts decode ranks' registrations (checking
+// that the layouts pair), owns the rooms of this rank (their state machines
+// and deadlines), waits for every decode rank it serves, hands chunks to its
+// transfer actor, and reports its finish or a failure to each room's decider;
+// it concludes a room only with the decider's verdict (or alone, for a room no
+// decode rank has asked for).
 #pragma once
 
 #include <cstdint>
@@ -34,13 +36,14 @@ struct prefill_rank_state {
   static inline const char* name = "kvferry.prefill_rank";
 
   prefill_rank_config cfg;
-  std::map<uint64_t, prefill_room> rooms;          // live rooms by id
-  std::map<uint64_t, decode_rank_actor> deciders;  // room id → its decider, once known
+  std::map<uint64_t, prefill_room> rooms;      // live rooms by id
+  std::map<uint64_t, decider_actor> deciders;  // room id → its decider, once known
 
   /// A decode rank's request for a room the scheduler has not opened yet, or a
   /// verdict for it; kept until the room opens or the request expires.
   struct pending_entry {
-    room_request request;
+    room_request request;                ///< the latest: its key and decider
+    std::vector<room_request> requests;  ///< every decode rank's, in arrival order
     std::optional<room_verdict> verdict;
   };
   std::map<uint64_t, pending_entry> pending;

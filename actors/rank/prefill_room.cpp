@@ -28,7 +28,7 @@ std::optional<failure> prefill_room::init(uint32_t num_pages, uint32_t aux_slot)
   if (auto bad = check_aux_slot(local_, aux_slot))
     return make(errc::invalid_argument, *bad);
   for (auto& d : dests_)
-    if (d.dst_pages.size() != num_pages)
+    if (!d.dummy && d.dst_pages.size() != num_pages)
       return make(errc::invalid_pages, "decode " + to_string(d.decode_rank) + " gave " +
                                            count_pages(d.dst_pages.size()) + " for a room of " +
                                            count_pages(num_pages));
@@ -38,7 +38,8 @@ std::optional<failure> prefill_room::init(uint32_t num_pages, uint32_t aux_slot)
   return std::nullopt;
 }
 
-std::optional<failure> prefill_room::accept(std::vector<uint32_t> pages, bool last) {
+std::optional<failure> prefill_room::accept(std::vector<uint32_t> pages, bool last,
+                                            std::vector<std::vector<uint32_t>> states) {
   if (!num_pages_)
     return make(errc::invalid_chunk, "chunk of " + count_pages(pages.size()) + " sent before init");
   if (last_accepted_)
@@ -59,6 +60,13 @@ std::optional<failure> prefill_room::accept(std::vector<uint32_t> pages, bool la
       return make(errc::invalid_pages, "source page " + std::to_string(pages[i]) +
                                            " out of range, the prefill pool holds " +
                                            count_pages(cap));
+  if (!last && !states.empty())
+    return make(errc::invalid_chunk, "state indices on a chunk that is not the last");
+  if (last) {
+    if (auto bad = check_state_indices(local_, states))
+      return make(errc::invalid_argument, *bad);
+    states_ = std::move(states);
+  }
   if (pages.empty() && !last)
     return std::nullopt;  // nothing to move yet
   queue_.push_back(queued_chunk{next_chunk_++, pages_accepted_, std::move(pages), last});
@@ -77,21 +85,28 @@ std::optional<failure> prefill_room::bind(const room_request& req, const kv_layo
   if (!dests_.empty() && req.key.generation != key_.generation)
     return make(errc::duplicate_room,
                 to_string(req.key) + " requested while " + to_string(key_) + " is bound");
-  if (num_pages_ && req.dst_pages.size() != *num_pages_)
-    return make(errc::invalid_pages, "decode " + to_string(req.decode_rank) + " gave " +
-                                         count_pages(req.dst_pages.size()) + " for a room of " +
-                                         count_pages(*num_pages_));
-  auto cap = dst_layout.page_capacity();
-  for (auto p : req.dst_pages)
-    if (p >= cap)
-      return make(errc::invalid_pages, "destination page " + std::to_string(p) +
-                                           " out of range, the decode pool holds " +
-                                           count_pages(cap));
-  if (auto bad = check_aux_slot(dst_layout, req.aux_slot))
-    return make(errc::invalid_argument, "destination " + *bad);
+  if (!req.dummy) {
+    if (num_pages_ && req.dst_pages.size() != *num_pages_)
+      return make(errc::invalid_pages, "decode " + to_string(req.decode_rank) + " gave " +
+                                           count_pages(req.dst_pages.size()) + " for a room of " +
+                                           count_pages(*num_pages_));
+    auto cap = dst_layout.page_capacity();
+    for (auto p : req.dst_pages)
+      if (p >= cap)
+        return make(errc::invalid_pages, "destination page " + std::to_string(p) +
+                                             " out of range, the decode pool holds " +
+                                             count_pages(cap));
+    if (req.aux_slot != no_aux_slot)
+      if (auto bad = check_aux_slot(dst_layout, req.aux_slot))
+        return make(errc::invalid_argument, "destination " + *bad);
+    if (!req.dst_states.empty() || req.aux_slot != no_aux_slot)
+      if (auto bad = check_state_indices(dst_layout, req.dst_states))
+        return make(errc::invalid_argument, "destination " + *bad);
+  }
   key_.generation = req.key.generation;
   required_ = required;
-  dests_.push_back(room_destination{req.decode_rank, req.dst_pages, req.aux_slot});
+  dests_.push_back(
+      room_destination{req.decode_rank, req.dst_pages, req.aux_slot, req.dst_states, req.dummy});
   return std::nullopt;
 }
 
@@ -101,6 +116,8 @@ std::vector<chunk_job> prefill_room::take_jobs() {
     return jobs;
   for (auto& c : queue_) {
     for (auto& d : dests_) {
+      if (d.dummy)
+        continue;
       chunk_job job;
       job.key = key_;
       job.peer = d.decode_rank;
@@ -109,11 +126,15 @@ std::vector<chunk_job> prefill_room::take_jobs() {
       job.dst_pages.assign(d.dst_pages.begin() + c.first_page,
                            d.dst_pages.begin() + c.first_page + c.pages.size());
       job.last = c.last;
-      if (c.last) {
+      if (c.last && d.aux_slot != no_aux_slot) {
         job.src_aux = aux_slot_;
         job.dst_aux = d.aux_slot;
+        job.src_states = states_;
+        job.dst_states = d.dst_states;
       }
       jobs.push_back(std::move(job));
+      ++d.jobs_issued;
+      d.last_issued = d.last_issued || c.last;
     }
     last_issued_ = last_issued_ || c.last;
   }
@@ -123,11 +144,20 @@ std::vector<chunk_job> prefill_room::take_jobs() {
   return jobs;
 }
 
-bool prefill_room::landed(uint32_t, bool) {
+bool prefill_room::landed(const rank_ref& peer) {
   if (in_flight_ > 0)
     --in_flight_;
   ++landed_jobs_;
-  return last_issued_ && in_flight_ == 0 && landed_jobs_ == jobs_issued_;
+  for (auto& d : dests_)
+    if (d.decode_rank == peer) {
+      ++d.jobs_landed;
+      return d.last_issued && d.jobs_landed == d.jobs_issued;
+    }
+  return false;
+}
+
+bool prefill_room::done() const {
+  return bound() && last_issued_ && in_flight_ == 0 && landed_jobs_ == jobs_issued_;
 }
 
 }  // namespace kvferry

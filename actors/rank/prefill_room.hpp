@@ -17,11 +17,18 @@
 
 namespace kvferry {
 
-/// Where this room's pages go on one decode rank.
+/// Where this room's pages go on one decode rank. A dummy destination takes
+/// part in the room but gets no writes from this rank; the one with an aux
+/// row also gets the state components.
 struct room_destination {
   rank_ref decode_rank;
   std::vector<uint32_t> dst_pages;
   uint32_t aux_slot = no_aux_slot;
+  std::vector<std::vector<uint32_t>> dst_states;
+  bool dummy = false;
+  uint32_t jobs_issued = 0;  ///< chunk jobs handed out for this destination
+  uint32_t jobs_landed = 0;
+  bool last_issued = false;
 };
 
 class prefill_room {
@@ -41,8 +48,10 @@ class prefill_room {
   /// The scheduler's init: the room has `num_pages` pages and aux row `aux_slot`.
   std::optional<failure> init(uint32_t num_pages, uint32_t aux_slot);
 
-  /// The scheduler's next chunk. Checked against init and the chunks before it.
-  std::optional<failure> accept(std::vector<uint32_t> pages, bool last);
+  /// The scheduler's next chunk. Checked against init and the chunks before
+  /// it; the last one carries the state indices (one list per component).
+  std::optional<failure> accept(std::vector<uint32_t> pages, bool last,
+                                std::vector<std::vector<uint32_t>> states = {});
 
   /// A decode rank's destination for this room. `dst_layout` is that rank's
   /// registered layout. `required` is how many destinations the room waits for.
@@ -65,9 +74,14 @@ class prefill_room {
   /// order; the last chunk's jobs carry the aux rows.
   std::vector<chunk_job> take_jobs();
 
-  /// A job of this room finished. Returns true when, with it, every chunk up
-  /// to the last has landed at every destination.
-  bool landed(uint32_t chunk, bool last);
+  /// A job of this room for destination `peer` finished. Returns true when,
+  /// with it, every chunk up to the last has landed at that destination.
+  bool landed(const rank_ref& peer);
+
+  /// True when this rank's part is done: every destination bound, the last
+  /// chunk accepted and every write of the room landed (at once for a rank
+  /// whose destinations are all dummies).
+  bool done() const;
 
   /// Jobs handed out and not finished yet.
   uint32_t in_flight() const { return in_flight_; }
@@ -99,6 +113,7 @@ class prefill_room {
   room_fsm fsm_;
   std::optional<uint32_t> num_pages_;
   uint32_t aux_slot_ = no_aux_slot;
+  std::vector<std::vector<uint32_t>> states_;
   uint32_t pages_accepted_ = 0;
   bool last_accepted_ = false;
   uint32_t next_chunk_ = 0;

@@ -59,10 +59,15 @@ bool room_fsm::fail(failure why) {
 }
 
 void room_fsm::await_verdict() {
+  await_verdict(limits_.verdict, false);
+}
+
+void room_fsm::await_verdict(std::chrono::nanoseconds after, bool finished) {
   if (terminal() || awaiting_verdict_)
     return;
   awaiting_verdict_ = true;
-  arm(limits_.verdict);
+  finished_ = finished;
+  arm(after);
 }
 
 std::optional<room_fsm::timer> room_fsm::take_timer() {
@@ -73,6 +78,9 @@ std::optional<room_fsm::timer> room_fsm::take_timer() {
 }
 
 std::string room_fsm::stuck_cause(const room_key& key) const {
+  if (awaiting_verdict_ && finished_)
+    return to_string(key) + " finished here but got no verdict from its decider within " +
+           format_duration(armed_for_);
   if (awaiting_verdict_)
     return to_string(key) + " got no verdict from its decider within " +
            format_duration(armed_for_) + " after reporting a failure in " + to_string(state_);

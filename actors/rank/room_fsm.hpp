@@ -55,9 +55,11 @@ class room_fsm {
   /// The failure once Failed.
   const failure& why() const { return why_; }
 
-  /// Arms the verdict deadline: this rank reported a failure and waits for the
-  /// decider. The state stays as it is.
+  /// Arms the verdict deadline: this rank reported a failure (or, with
+  /// `finished`, finished its part) and waits for the decider's verdict,
+  /// `after` long (default: the verdict deadline). The state stays as it is.
   void await_verdict();
+  void await_verdict(std::chrono::nanoseconds after, bool finished);
   bool awaiting_verdict() const { return awaiting_verdict_; }
 
   /// The timer armed since the last call, once; nullopt if nothing new.
@@ -81,6 +83,7 @@ class room_fsm {
   std::chrono::nanoseconds armed_for_{0};
   bool timer_pending_ = false;
   bool awaiting_verdict_ = false;
+  bool finished_ = false;
 };
 
 /// "300s", "1.5s", "250ms", "40us".

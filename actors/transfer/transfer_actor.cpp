@@ -7,7 +7,7 @@
 #include <caf/weak_intrusive_ptr.hpp>
 
 #include "actors/log.hpp"
-#include "actors/transfer/planner.hpp"
+#include "actors/plan/planner.hpp"
 #include "actors/transfer/to_failure.hpp"
 #include "messages/room.hpp"
 
@@ -69,15 +69,23 @@ bool post(self_ptr self, uint64_t id, write_plan plan, bool is_aux) {
   return false;
 }
 
-/// Posts the aux row of a last chunk, after all KV of its room landed.
+/// Appends what a last chunk carries after the KV: the state components,
+/// then the aux row (the decode side commits on the aux row).
+transport::status plan_tail(write_plan& plan, const transfer_state& st, const chunk_job& job) {
+  auto& dst = st.peers.at(job.peer).layout;
+  if (!job.src_states.empty() || !job.dst_states.empty())
+    if (auto rc = plan_states(plan, st.pool.layout, dst, job.src_states, job.dst_states); !rc.ok())
+      return rc;
+  return plan_aux(plan, st.pool.layout, dst, job.src_aux, job.dst_aux);
+}
+
+/// Posts the states and aux row of a last chunk, after all KV of its room landed.
 void post_aux(self_ptr self, uint64_t id) {
   auto& st = self->state;
   auto& j = st.jobs.at(id);
   j.aux_waiting = false;
   write_plan plan;
-  auto rc = plan_aux(plan, st.pool.layout, st.peers.at(j.meta.peer).layout, j.meta.src_aux,
-                     j.meta.dst_aux);
-  if (!rc.ok())
+  if (auto rc = plan_tail(plan, st, j.meta); !rc.ok())
     fail_job(j, failure{errc::invalid_argument, rc.message(), st.self});
   else
     post(self, id, std::move(plan), true);
@@ -106,16 +114,14 @@ void on_job(self_ptr self, chunk_job& job) {
     finish(self, id);
     return;
   }
-  bool with_aux =
-      j.meta.last && j.meta.src_aux != no_aux_slot && !st.pool.layout.aux_buffers.empty();
-  if (with_aux) {
+  bool with_tail = j.meta.last && (j.meta.src_aux != no_aux_slot || !j.meta.src_states.empty());
+  if (with_tail) {
     // The stamp lets decode check that the row it commits is this room's.
-    write_stamp(st.pool, j.meta.src_aux, j.meta.key);
+    if (j.meta.src_aux != no_aux_slot)
+      write_stamp(st.pool, j.meta.src_aux, j.meta.key);
     if (st.caps.ordered_writes) {
-      // Ops land in order on this backend: the aux row rides last in the batch.
-      if (auto rc =
-              plan_aux(*plan, st.pool.layout, peer->second.layout, j.meta.src_aux, j.meta.dst_aux);
-          !rc.ok()) {
+      // Ops land in order on this backend: states and the aux row ride last in the batch.
+      if (auto rc = plan_tail(*plan, st, j.meta); !rc.ok()) {
         fail_job(j, failure{errc::invalid_argument, rc.message(), st.self});
         finish(self, id);
         return;

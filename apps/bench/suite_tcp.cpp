@@ -21,7 +21,7 @@
 #include "actors/bootstrap/bootstrap_actor.hpp"
 #include "actors/config.hpp"
 #include "actors/facade/runtime.hpp"
-#include "actors/transfer/planner.hpp"
+#include "actors/plan/planner.hpp"
 #include "apps/bench/bench_report.hpp"
 #include "apps/common/child_process.hpp"
 #include "apps/common/host_pool.hpp"
@@ -47,7 +47,7 @@ apps::model_shape bandwidth_shape() {
 kv_layout registered_layout(const apps::host_pool& pool) {
   std::vector<uint32_t> ids(pool.buffers());
   std::iota(ids.begin(), ids.end(), 1u);
-  return *layout_of(pool.describe(), ids, {});
+  return *layout_of(pool.describe(), ids);
 }
 
 std::string self_exe() {
@@ -361,7 +361,7 @@ int run_prefill_rooms_peer(const args& a) {
   w.min_tokens = w.max_tokens = 16;
   w.chunk_pages = 0;
   w.concurrency = 4;
-  auto report = apps::drive_prefill(**rt, pool, w);
+  auto report = apps::drive_prefill(apps::instance_ranks{{rt->get()}, {&pool}}, w);
   wait_for_parent();  // it measures CAF's round trip against our bootstrap next
   (*rt)->stop();
   caf::anon_send_exit(boot, caf::exit_reason::kill);

@@ -6,6 +6,8 @@
 #include <new>
 #include <stdexcept>
 
+#include "actors/plan/tp_mapping.hpp"
+
 namespace kvferry::apps {
 
 model_shape llama_7b() {
@@ -38,37 +40,77 @@ host_memory::~host_memory() {
 }
 
 host_pool::host_pool(const model_shape& shape, uint32_t page_size, uint32_t pages,
-                     uint32_t aux_rows, uint32_t aux_row_bytes)
+                     uint32_t aux_rows, uint32_t aux_row_bytes, rank_place place,
+                     std::vector<state_spec> states)
     : shape_(shape),
       page_size_(page_size),
       pages_(pages),
       aux_rows_(aux_rows),
       aux_row_bytes_(aux_row_bytes),
-      item_len_(uint64_t{page_size} * shape.kv_heads * shape.head_dim * dtype_size(shape.dtype)),
-      aux_(uint64_t{aux_rows} * aux_row_bytes) {
-  if (page_size == 0 || pages == 0)
-    throw std::invalid_argument("host_pool needs page_size and pages above 0");
-  auto n = shape.mla ? shape.layers : 2 * shape.layers;
+      place_(place),
+      aux_(uint64_t{aux_rows} * aux_row_bytes),
+      state_specs_(std::move(states)) {
+  if (page_size == 0 || pages == 0 || place.tp_size == 0 || place.pp_size == 0 ||
+      place.pp_size > shape.layers)
+    throw std::invalid_argument(
+        "host_pool needs page_size, pages, tp and pp sizes above 0 and "
+        "at most one PP stage per layer");
+  for (auto l = place.pp_rank * shape.layers / place.pp_size;
+       l < (place.pp_rank + 1) * shape.layers / place.pp_size; ++l)
+    layers_.push_back(l);
+  auto h = heads_of(shape.kv_heads, place.tp_size, place.tp_rank, shape.mla);
+  heads_ = page_shape{page_size, h.first, h.count, shape.head_dim * dtype_size(shape.dtype)};
+  item_len_ = uint64_t{page_size} * h.count * heads_.head_bytes;
+  auto n = shape.mla ? layers_.size() : 2 * layers_.size();
   kv_.reserve(n);
-  for (uint32_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < n; ++i)
     kv_.emplace_back(item_len_ * pages);
+  for (auto& spec : state_specs_) {
+    auto& c = states_.emplace_back();
+    for (uint32_t b = 0; b < spec.buffers; ++b)
+      c.emplace_back(uint64_t{spec.items} * spec.item_bytes);
+  }
 }
 
 kv_pool host_pool::describe() const {
   kv_pool p;
   p.page_size = page_size_;
   p.dtype = shape_.dtype;
-  for (uint32_t l = 0; l < shape_.layers; ++l)
-    p.layer_ids.push_back(l);
+  p.layer_ids = layers_;
   p.total_kv_heads = shape_.kv_heads;
-  p.kv_heads = shape_.kv_heads;
+  p.kv_heads = heads_.heads;
   p.head_dim = shape_.head_dim;
   p.mla = shape_.mla;
   for (auto& m : kv_)
     p.kv.push_back({m.data(), m.size(), item_len_});
   if (aux_rows_ > 0)
     p.aux.push_back({aux_.data(), aux_.size(), aux_row_bytes_});
+  for (size_t c = 0; c < states_.size(); ++c) {
+    kv_pool::state st{state_specs_[c].kind, {}};
+    for (auto& m : states_[c])
+      st.buffers.push_back({m.data(), m.size(), state_specs_[c].item_bytes});
+    p.states.push_back(std::move(st));
+  }
   return p;
+}
+
+void host_pool::fill_room(uint64_t seed, uint64_t room, const std::vector<uint32_t>& pages,
+                          uint32_t row) const {
+  for (size_t b = 0; b < buffers(); ++b)
+    for (uint32_t j = 0; j < pages.size(); ++j)
+      fill_page(page(b, pages[j]), heads_, seed, room, j, layer_of(b), value_of(b));
+  if (aux_rows_ > 0 && row != no_aux_slot)
+    fill_aux(aux_row(row), aux_row_bytes_, seed, room);
+}
+
+bool host_pool::holds_room(uint64_t seed, uint64_t room, const std::vector<uint32_t>& pages,
+                           uint32_t row) const {
+  for (size_t b = 0; b < buffers(); ++b)
+    for (uint32_t j = 0; j < pages.size(); ++j)
+      if (!check_page(page(b, pages[j]), heads_, seed, room, j, layer_of(b), value_of(b)))
+        return false;
+  return aux_rows_ == 0 || row == no_aux_slot ||
+         check_aux(aux_row(row), aux_row_bytes_, seed, room);
 }
 
 }  // namespace kvferry::apps

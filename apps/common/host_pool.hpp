@@ -1,7 +1,8 @@
-// A KV pool in host memory shaped like a model's, for the demo, the bench and
-// the tests: one buffer per layer (MLA) or per layer and K/V (MHA), aux rows,
-// and the kv_pool description a runtime takes. Memory is pre-faulted (with
-// transparent huge pages where the kernel gives them).
+// A KV pool in host memory shaped like one rank's share of a model, for the
+// demo, the bench and the tests: one buffer per layer it holds (MLA) or per
+// layer and K/V (MHA), of its TP share of the heads, aux rows, optional state
+// components, and the kv_pool description a runtime takes. Memory is
+// pre-faulted (with transparent huge pages where the kernel gives them).
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "actors/facade/kv_pool.hpp"
+#include "apps/common/kv_pattern.hpp"
 #include "messages/layout.hpp"
 
 namespace kvferry::apps {
@@ -29,6 +31,22 @@ model_shape llama_7b();
 /// A DeepSeek-like MLA shape: 61 layers, one latent of 576, bf16.
 model_shape deepseek_mla();
 
+/// Where a rank sits in its instance.
+struct rank_place {
+  uint32_t tp_rank = 0;
+  uint32_t tp_size = 1;
+  uint32_t pp_rank = 0;
+  uint32_t pp_size = 1;
+};
+
+/// A state component to allocate beside the KV.
+struct state_spec {
+  state_kind kind = state_kind::single_slot;
+  uint32_t buffers = 1;
+  uint32_t items = 4;
+  uint32_t item_bytes = 64;  ///< a multiple of 8
+};
+
 /// Anonymous memory, pre-faulted, released on destruction.
 class host_memory {
  public:
@@ -45,12 +63,12 @@ class host_memory {
   size_t size_ = 0;
 };
 
-/// One rank's pool: `pages` pages per KV buffer and `aux_rows` aux rows.
+/// One rank's pool: `pages` pages per KV buffer, `aux_rows` aux rows.
 class host_pool {
  public:
-  /// The rank holds all layers and all heads (TP 1, PP 1).
   host_pool(const model_shape& shape, uint32_t page_size, uint32_t pages, uint32_t aux_rows,
-            uint32_t aux_row_bytes = 64);
+            uint32_t aux_row_bytes = 64, rank_place place = {},
+            std::vector<state_spec> states = {});
 
   kv_pool describe() const;
 
@@ -61,14 +79,38 @@ class host_pool {
   uint32_t aux_row_bytes() const { return aux_row_bytes_; }
   const model_shape& shape() const { return shape_; }
   uint32_t page_size() const { return page_size_; }
+  const rank_place& place() const { return place_; }
+  const std::vector<uint32_t>& layer_ids() const { return layers_; }
 
   std::byte* page(size_t buffer, uint32_t page) const {
     return kv_[buffer].data() + uint64_t{page} * item_len_;
   }
   std::byte* aux_row(uint32_t row) const { return aux_.data() + uint64_t{row} * aux_row_bytes_; }
 
+  /// The model layer and K/V of buffer `buffer`.
+  uint32_t layer_of(size_t buffer) const { return layers_[buffer % layers_.size()]; }
+  bool value_of(size_t buffer) const { return buffer >= layers_.size(); }
+  /// This rank's heads, for the pattern.
+  const page_shape& heads() const { return heads_; }
+
   /// Bytes of KV one page carries across all buffers.
   uint64_t page_bytes() const { return item_len_ * kv_.size(); }
+
+  /// State components.
+  const std::vector<state_spec>& state_specs() const { return state_specs_; }
+  std::byte* state_item(size_t component, size_t buffer, uint32_t index) const {
+    return states_[component][buffer].data() + uint64_t{index} * state_specs_[component].item_bytes;
+  }
+
+  /// Writes the pattern of room `room` into pages `pages` (logical order) of
+  /// every buffer, its aux payload into aux row `row` (no_aux_slot: none).
+  void fill_room(uint64_t seed, uint64_t room, const std::vector<uint32_t>& pages,
+                 uint32_t row) const;
+
+  /// True if pages `pages` (logical order) of every buffer hold room `room`'s
+  /// pattern for this rank's heads (and the aux payload, unless `row` is no_aux_slot).
+  bool holds_room(uint64_t seed, uint64_t room, const std::vector<uint32_t>& pages,
+                  uint32_t row) const;
 
  private:
   model_shape shape_;
@@ -76,9 +118,14 @@ class host_pool {
   uint32_t pages_;
   uint32_t aux_rows_;
   uint32_t aux_row_bytes_;
+  rank_place place_;
+  std::vector<uint32_t> layers_;
+  page_shape heads_;
   uint64_t item_len_;
   std::vector<host_memory> kv_;
   host_memory aux_;
+  std::vector<state_spec> state_specs_;
+  std::vector<std::vector<host_memory>> states_;
 };
 
 }  // namespace kvferry::apps

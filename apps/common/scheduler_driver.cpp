@@ -7,8 +7,6 @@
 #include <sstream>
 #include <thread>
 
-#include "apps/common/kv_pattern.hpp"
-
 namespace kvferry::apps {
 
 namespace {
@@ -106,9 +104,11 @@ std::string run_report::to_text(const std::string& side) const {
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(3);
-  os << side << ": " << rooms << " requests, " << success << " Success, " << failed << " Failed";
+  os << side << ": " << rooms << " requests on " << ranks << (ranks == 1 ? " rank, " : " ranks, ")
+     << success << " Success, " << failed << " Failed";
   if (verified + corrupted > 0)
     os << ", " << verified << " verified byte for byte, " << corrupted << " corrupted";
+  os << ", " << disagreements << " disagreements";
   os << "\n" << side << ": " << bytes << " bytes in " << seconds << " s = " << gbps() << " GB/s";
   if (!latencies_us.empty()) {
     auto l = latencies_us;
@@ -131,10 +131,10 @@ std::string run_report::to_text(const std::string& side) const {
 
 namespace {
 
-/// One room the synthetic scheduler has open.
+/// One room the synthetic scheduler has open, on every rank of the instance.
 template <class Handle>
 struct live_room {
-  Handle handle;
+  std::vector<Handle> handles;
   uint64_t room;
   std::vector<uint32_t> pages;
   uint32_t aux;
@@ -142,16 +142,49 @@ struct live_room {
   clock_type::time_point opened = clock_type::now();
 };
 
+/// The state of a room across ranks: the lowest (MIN, as a scheduler reduces).
+template <class Handle>
+kv_poll poll_all(const std::vector<Handle>& hs) {
+  auto s = kv_poll::success;
+  for (auto& h : hs)
+    s = std::min(s, h.poll());
+  return s;
+}
+
+template <class Handle>
+bool all_terminal(const std::vector<Handle>& hs) {
+  return std::all_of(hs.begin(), hs.end(), [](const Handle& h) { return is_terminal(h.poll()); });
+}
+
+/// Did every rank conclude the same: all Success, or all Failed with the same
+/// cause and origin?
+template <class Handle>
+bool agree(const std::vector<Handle>& hs) {
+  auto first = hs.front().poll();
+  auto why = hs.front().failure();
+  for (auto& h : hs) {
+    if (h.poll() != first)
+      return false;
+    auto e = h.failure();
+    if (e.has_value() != why.has_value() || (e && !(e->why == why->why)))
+      return false;
+  }
+  return true;
+}
+
 /// The scheduler loop both sides share: keep `w.concurrency` rooms open,
-/// reserving random free pages and an aux row for each (`open` makes the
-/// handle), poll them, account for each conclusion (`succeeded` checks a room
-/// that reached Success), and give its pages back.
+/// reserving random free pages and an aux row for each (the same on every
+/// rank; `open` makes the handles), poll them, account for each conclusion
+/// (`succeeded` checks a room that reached Success), and give its pages back.
 template <class Open, class Succeeded>
-run_report run_rooms(const host_pool& pool, const workload& w, uint64_t alloc_seed, Open open,
+run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t alloc_seed, Open open,
                      Succeeded succeeded) {
-  using handle_t = decltype(open(uint64_t{}, std::vector<uint32_t>{}, uint32_t{}));
+  using handle_t =
+      typename decltype(open(uint64_t{}, std::vector<uint32_t>{}, uint32_t{}))::value_type;
+  auto& pool = *inst.pools.front();
   run_report r;
   r.rooms = w.rooms;
+  r.ranks = static_cast<uint32_t>(inst.ranks.size());
   page_allocator pages(pool.pages(), alloc_seed);
   row_allocator rows(std::max(1u, pool.aux_rows()));
   std::vector<live_room<handle_t>> in_flight;
@@ -170,31 +203,42 @@ run_report run_rooms(const host_pool& pool, const workload& w, uint64_t alloc_se
           rows.give_back(*row);
         break;  // pool full: wait for a room to conclude
       }
-      auto h = open(room, *got, *row);
-      in_flight.push_back({std::move(h), room, std::move(*got), *row});
+      auto hs = open(room, *got, *row);
+      in_flight.push_back({std::move(hs), room, std::move(*got), *row});
       ++next;
       progressed = true;
     }
     for (auto i = in_flight.begin(); i != in_flight.end();) {
-      auto s = i->handle.poll();
-      note_state(r, i->seen, s);
-      if (!is_terminal(s)) {
+      note_state(r, i->seen, poll_all(i->handles));
+      if (!all_terminal(i->handles)) {
         ++i;
         continue;
       }
       progressed = true;
       r.latencies_us.push_back(
           std::chrono::duration<double, std::micro>(clock_type::now() - i->opened).count());
-      if (s == kv_poll::success) {
+      if (!agree(i->handles)) {
+        ++r.disagreements;
+        if (r.first_errors.size() < 5)
+          r.first_errors.push_back("room " + std::to_string(i->room) +
+                                   ": the ranks of the instance concluded differently");
+      }
+      if (poll_all(i->handles) == kv_poll::success) {
         ++r.success;
-        r.bytes += uint64_t{i->pages.size()} * pool.page_bytes() + pool.aux_row_bytes();
+        for (auto* p : inst.pools)
+          r.bytes += uint64_t{i->pages.size()} * p->page_bytes() + p->aux_row_bytes();
         succeeded(i->room, i->pages, i->aux, r);
       } else {
-        note_failure(r, i->handle.failure());
+        for (auto& h : i->handles)
+          if (h.poll() == kv_poll::failed) {
+            note_failure(r, h.failure());
+            break;
+          }
       }
       pages.give_back(i->pages);
       rows.give_back(i->aux);
-      i->handle.clear();
+      for (auto& h : i->handles)
+        h.clear();
       i = in_flight.erase(i);
     }
     idle_wait(progressed);
@@ -203,57 +247,59 @@ run_report run_rooms(const host_pool& pool, const workload& w, uint64_t alloc_se
   return r;
 }
 
-std::optional<uint32_t> aux_of(const host_pool& pool, uint32_t row) {
-  return pool.aux_rows() > 0 ? std::optional<uint32_t>{row} : std::nullopt;
+uint32_t aux_of(const host_pool& pool, uint32_t row) {
+  return pool.aux_rows() > 0 ? row : no_aux_slot;
 }
 
 }  // namespace
 
-run_report drive_prefill(runtime& rt, const host_pool& pool, const workload& w) {
+run_report drive_prefill(const instance_ranks& inst, const workload& w) {
   auto open = [&](uint64_t room, const std::vector<uint32_t>& pages, uint32_t row) {
     auto n = static_cast<uint32_t>(pages.size());
-    // The "forward pass": this room's KV lands in its pages.
-    for (uint32_t b = 0; b < pool.buffers(); ++b)
-      for (uint32_t j = 0; j < n; ++j)
-        fill_pattern(pool.page(b, pages[j]), pool.item_len(), w.seed, room, j, b);
-    if (pool.aux_rows() > 0)
-      fill_aux(pool.aux_row(row), pool.aux_row_bytes(), w.seed, room);
-    auto s = rt.make_sender(room);
-    s.init(n, aux_of(pool, row));
-    auto step = w.chunk_pages == 0 ? std::max<uint32_t>(n, 1) : w.chunk_pages;
-    for (uint32_t off = 0;; off += step) {
-      auto end = std::min(n, off + step);
-      s.send(std::vector<uint32_t>(pages.begin() + off, pages.begin() + end), end == n);
-      if (end == n)
-        break;
+    std::vector<sender> out;
+    for (size_t k = 0; k < inst.ranks.size(); ++k) {
+      auto& pool = *inst.pools[k];
+      // The "forward pass": this room's KV lands in its pages on every rank.
+      pool.fill_room(w.seed, room, pages, aux_of(pool, row));
+      auto s = inst.ranks[k]->make_sender(room);
+      s.init(n, pool.aux_rows() > 0 ? std::optional<uint32_t>{row} : std::nullopt);
+      auto step = w.chunk_pages == 0 ? std::max<uint32_t>(n, 1) : w.chunk_pages;
+      for (uint32_t off = 0;; off += step) {
+        auto end = std::min(n, off + step);
+        s.send(std::vector<uint32_t>(pages.begin() + off, pages.begin() + end), end == n);
+        if (end == n)
+          break;
+      }
+      out.push_back(std::move(s));
     }
-    return s;
+    return out;
   };
   auto nothing = [](uint64_t, const std::vector<uint32_t>&, uint32_t, run_report&) {};
-  return run_rooms(pool, w, w.seed * 31 + 1, open, nothing);
+  return run_rooms(inst, w, w.seed * 31 + 1, open, nothing);
 }
 
-run_report drive_decode(runtime& rt, const host_pool& pool, const workload& w,
+run_report drive_decode(const instance_ranks& inst, const workload& w,
                         const bootstrap_locator& where) {
   auto open = [&](uint64_t room, const std::vector<uint32_t>& pages, uint32_t row) {
-    auto r = rt.make_receiver(room, where);
-    r.init(pages, aux_of(pool, row));
-    return r;
+    std::vector<receiver> out;
+    for (size_t k = 0; k < inst.ranks.size(); ++k) {
+      auto r = inst.ranks[k]->make_receiver(room, where);
+      r.init(pages, inst.pools[k]->aux_rows() > 0 ? std::optional<uint32_t>{row} : std::nullopt);
+      out.push_back(std::move(r));
+    }
+    return out;
   };
   auto verify = [&](uint64_t room, const std::vector<uint32_t>& pages, uint32_t row,
                     run_report& r) {
     bool good = true;
-    for (uint32_t b = 0; b < pool.buffers() && good; ++b)
-      for (uint32_t j = 0; j < pages.size() && good; ++j)
-        good = check_pattern(pool.page(b, pages[j]), pool.item_len(), w.seed, room, j, b);
-    if (good && pool.aux_rows() > 0)
-      good = check_aux(pool.aux_row(row), pool.aux_row_bytes(), w.seed, room);
+    for (auto* pool : inst.pools)
+      good = good && pool->holds_room(w.seed, room, pages, aux_of(*pool, row));
     ++(good ? r.verified : r.corrupted);
     if (!good && r.first_errors.size() < 5)
       r.first_errors.push_back("room " + std::to_string(room) +
                                ": Success but its bytes differ from the prefill pattern");
   };
-  return run_rooms(pool, w, w.seed * 37 + 5, open, verify);
+  return run_rooms(inst, w, w.seed * 37 + 5, open, verify);
 }
 
 }  // namespace kvferry::apps

@@ -1,8 +1,12 @@
 // A synthetic scheduler: drives rooms through the same sender/receiver API an
-// embedding scheduler uses. The prefill driver picks random free pages, writes
-// the room's pattern into them (what a forward pass would compute) and sends
-// them in chunks; the decode driver reserves random free pages, waits, and on
-// Success checks every byte. Both sides derive the rooms from one workload.
+// embedding scheduler uses, for every rank of one instance at once (as the TP
+// ranks of a serving instance each run the same scheduling decisions). The
+// prefill driver picks random free pages, writes each room's pattern into
+// them on every rank (what a forward pass would compute) and sends them in
+// chunks; the decode driver reserves random free pages on every rank, waits,
+// and on Success checks every byte each rank holds. Both sides derive the
+// rooms from one workload, and both check that all ranks of the instance
+// concluded each room the same way.
 #pragma once
 
 #include <chrono>
@@ -32,30 +36,40 @@ struct workload {
   uint32_t pages_of(uint64_t room, uint32_t page_size) const;
 };
 
+/// The ranks of one instance, with the pool of each (same page counts).
+struct instance_ranks {
+  std::vector<runtime*> ranks;
+  std::vector<const host_pool*> pools;
+};
+
 struct run_report {
   uint32_t rooms = 0;
+  uint32_t ranks = 1;
   uint32_t success = 0;
   uint32_t failed = 0;
-  uint32_t verified = 0;   ///< decode: rooms whose bytes were checked and matched
-  uint32_t corrupted = 0;  ///< decode: rooms with a byte that did not match
-  uint64_t bytes = 0;      ///< KV + aux bytes of successful rooms
+  uint32_t verified = 0;       ///< decode: rooms whose bytes were checked on every rank
+  uint32_t corrupted = 0;      ///< decode: rooms with a byte that did not match
+  uint32_t disagreements = 0;  ///< rooms whose ranks concluded differently
+  uint64_t bytes = 0;          ///< KV + aux bytes of successful rooms, all ranks
   double seconds = 0;
   std::map<std::string, uint32_t> states_seen;  ///< rooms that were seen in each state
   std::map<std::string, uint32_t> failures;     ///< failure code → rooms
   std::vector<std::string> first_errors;        ///< up to 5 full errors
-  std::vector<double> latencies_us;             ///< per room, open to terminal
+  std::vector<double> latencies_us;             ///< per room, open to terminal on every rank
 
   double gbps() const { return seconds > 0 ? bytes / seconds / 1e9 : 0; }
-  bool ok() const { return failed == 0 && corrupted == 0 && success == rooms; }
+  bool ok() const {
+    return failed == 0 && corrupted == 0 && disagreements == 0 && success == rooms;
+  }
   /// Several lines for people.
   std::string to_text(const std::string& side) const;
 };
 
 /// Runs the prefill side of the workload; returns when every room concluded.
-run_report drive_prefill(runtime& rt, const host_pool& pool, const workload& w);
+run_report drive_prefill(const instance_ranks& inst, const workload& w);
 
 /// Runs the decode side; `where` is the prefill instance's bootstrap.
-run_report drive_decode(runtime& rt, const host_pool& pool, const workload& w,
+run_report drive_decode(const instance_ranks& inst, const workload& w,
                         const bootstrap_locator& where);
 
 }  // namespace kvferry::apps

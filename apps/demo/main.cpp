@@ -1,23 +1,29 @@
 // kvferry-demo: the main job on an embedded default. One process hosts a
-// prefill instance's bootstrap (published over CAF's middleman on loopback), a
-// prefill rank and a decode rank, moves the KV of a few hundred requests of a
-// 7B-like model over the tcp data plane, checks every byte on the decode side,
-// and prints requests, bytes, GB/s and the states the rooms reached.
+// prefill instance (its bootstrap, published over CAF's middleman on
+// loopback, and its ranks) and a decode instance (its decider and its ranks),
+// moves the KV of a few hundred requests of a 7B-like model over the tcp data
+// plane, checks every byte on every decode rank, and prints requests, bytes,
+// GB/s and the states the rooms reached.
 //
-// --role=prefill and --role=decode split the same job over two processes:
+// --prefill-tp/--prefill-pp/--decode-tp/--decode-pp split the instances into
+// ranks (one runtime per rank, as one scheduler per GPU would run them), and
+// --role=prefill / --role=decode split the job over two processes:
 //   kvferry-demo --role=prefill            (prints the bootstrap port)
 //   kvferry-demo --role=decode --bootstrap-port=PORT
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 
 #include "actors/bootstrap/bootstrap_actor.hpp"
 #include "actors/config.hpp"
+#include "actors/decision/decider_actor.hpp"
 #include "actors/facade/runtime.hpp"
 #include "actors/log.hpp"
 #include "apps/common/host_pool.hpp"
@@ -34,6 +40,10 @@ struct demo_config : kvferry::config {
   std::string transport = "tcp";
   std::string host = "127.0.0.1";
   uint16_t bootstrap_port = 0;
+  uint32_t prefill_tp = 1;
+  uint32_t prefill_pp = 1;
+  uint32_t decode_tp = 1;
+  uint32_t decode_pp = 1;
   uint32_t page_size = 16;
   uint32_t pool_pages = 128;
   uint32_t aux_rows = 64;
@@ -48,10 +58,14 @@ struct demo_config : kvferry::config {
   demo_config() {
     opt_group{custom_options_, "global"}
         .add(role, "role", "all (one process), prefill or decode")
-        .add(model, "model", "KV shape: llama-7b (MHA), deepseek-mla (MLA) or tiny")
+        .add(model, "model", "KV shape: llama-7b (MHA), deepseek-mla (MLA), tiny or tiny-gqa")
         .add(transport, "transport", "data plane backend: tcp or inproc (role=all only)")
         .add(host, "host", "loopback address for the bootstrap and the data plane")
         .add(bootstrap_port, "bootstrap-port", "bootstrap port (prefill: 0 = any free one)")
+        .add(prefill_tp, "prefill-tp", "TP ranks of the prefill instance")
+        .add(prefill_pp, "prefill-pp", "PP stages of the prefill instance")
+        .add(decode_tp, "decode-tp", "TP ranks of the decode instance")
+        .add(decode_pp, "decode-pp", "PP stages of the decode instance (1 or prefill's)")
         .add(page_size, "page-size", "tokens per KV page")
         .add(pool_pages, "pool-pages", "pages per KV buffer in each rank's pool")
         .add(aux_rows, "aux-rows", "aux rows per rank")
@@ -70,6 +84,8 @@ model_shape shape_of(const std::string& name) {
     return deepseek_mla();
   if (name == "tiny")
     return model_shape{"tiny", 4, 8, 64, kv_dtype::bf16, false};
+  if (name == "tiny-gqa")
+    return model_shape{"tiny-gqa", 4, 2, 64, kv_dtype::bf16, false};
   return llama_7b();
 }
 
@@ -84,27 +100,70 @@ workload workload_of(const demo_config& cfg) {
   return w;
 }
 
-rank_options rank_of(const demo_config& cfg, role side, const host_pool& pool) {
-  rank_options o;
-  o.side = side;
-  o.instance = side == role::prefill ? "prefill-0" : "decode-0";
-  o.pool = pool.describe();
-  o.transport = cfg.transport;
-  o.transport_options.listen_host = cfg.host;
-  o.limits = cfg.limits;
-  return o;
+/// The ranks of one instance in this process: pools, runtimes, the view the
+/// synthetic scheduler drives.
+struct instance {
+  std::vector<std::unique_ptr<host_pool>> pools;
+  std::vector<std::unique_ptr<runtime>> ranks;
+
+  instance_ranks view() const {
+    instance_ranks v;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      v.ranks.push_back(ranks[i].get());
+      v.pools.push_back(pools[i].get());
+    }
+    return v;
+  }
+
+  void stop() {
+    for (auto& r : ranks)
+      r->stop();
+  }
+};
+
+/// Starts every rank of an instance; the error names the rank.
+caf::expected<instance> start_instance(caf::actor_system& sys, const demo_config& cfg, role side,
+                                       const model_shape& shape, uint32_t tp, uint32_t pp,
+                                       const bootstrap_locator& boot, const decider_locator& dec) {
+  instance inst;
+  for (uint32_t s = 0; s < pp; ++s)
+    for (uint32_t t = 0; t < tp; ++t) {
+      inst.pools.push_back(std::make_unique<host_pool>(shape, cfg.page_size, cfg.pool_pages,
+                                                       cfg.aux_rows, 64, rank_place{t, tp, s, pp}));
+      rank_options o;
+      o.side = side;
+      o.instance = side == role::prefill ? "prefill-0" : "decode-0";
+      o.tp_rank = t;
+      o.tp_size = tp;
+      o.pp_rank = s;
+      o.pp_size = pp;
+      o.pool = inst.pools.back()->describe();
+      o.transport = cfg.transport;
+      o.transport_options.listen_host = cfg.host;
+      o.limits = cfg.limits;
+      o.bootstrap = boot;
+      o.decider = dec;
+      auto rt = runtime::start(sys, std::move(o));
+      if (!rt)
+        return make_error(errc::invalid_argument, to_string(side) + " tp" + std::to_string(t) +
+                                                      " pp" + std::to_string(s) + ": " +
+                                                      sys.render(rt.error()));
+      inst.ranks.push_back(std::move(*rt));
+    }
+  return inst;
 }
 
 void print(const run_report& r, const std::string& side, const demo_config& cfg,
-           const host_pool& pool) {
+           const model_shape& shape) {
   std::cout << r.to_text(side) << "\n";
   if (cfg.json)
     std::printf(
-        "{\"side\":\"%s\",\"model\":\"%s\",\"page_size\":%u,\"rooms\":%u,\"success\":%u,"
-        "\"failed\":%u,\"verified\":%u,\"corrupted\":%u,\"bytes\":%llu,\"seconds\":%.4f,"
-        "\"gbps\":%.4f}\n",
-        side.c_str(), pool.shape().name.c_str(), pool.page_size(), r.rooms, r.success, r.failed,
-        r.verified, r.corrupted, static_cast<unsigned long long>(r.bytes), r.seconds, r.gbps());
+        "{\"side\":\"%s\",\"model\":\"%s\",\"page_size\":%u,\"ranks\":%u,\"rooms\":%u,"
+        "\"success\":%u,\"failed\":%u,\"verified\":%u,\"corrupted\":%u,\"disagreements\":%u,"
+        "\"bytes\":%llu,\"seconds\":%.4f,\"gbps\":%.4f}\n",
+        side.c_str(), shape.name.c_str(), cfg.page_size, r.ranks, r.rooms, r.success, r.failed,
+        r.verified, r.corrupted, r.disagreements, static_cast<unsigned long long>(r.bytes),
+        r.seconds, r.gbps());
   std::cout.flush();
 }
 
@@ -134,7 +193,9 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
             << cfg.max_tokens << " tokens, model " << shape.name << " (" << shape.layers
             << " layers, " << shape.kv_heads << " kv heads x " << shape.head_dim << ", "
             << to_string(shape.dtype) << "), page size " << cfg.page_size << ", chunks of "
-            << cfg.chunk_pages << " pages, " << cfg.transport << " data plane\n";
+            << cfg.chunk_pages << " pages, prefill TP " << cfg.prefill_tp << " x PP "
+            << cfg.prefill_pp << " -> decode TP " << cfg.decode_tp << " x PP " << cfg.decode_pp
+            << ", " << cfg.transport << " data plane\n";
   std::optional<std::pair<bootstrap_actor, uint16_t>> boot;
   if (cfg.role != "decode") {
     boot = publish_bootstrap(sys, cfg);
@@ -144,58 +205,61 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
               << std::endl;
   }
   bootstrap_locator where{{}, cfg.host, boot ? boot->second : cfg.bootstrap_port};
+  decider_actor dec;
+  if (cfg.role != "prefill")
+    dec = sys.spawn(decider, std::string{"decode-0"}, cfg.decode_tp, cfg.decode_pp,
+                    fresh_generation());
   int rc = 0;
   try {
-    std::optional<host_pool> ppool, dpool;
-    std::unique_ptr<runtime> prt, drt;
+    std::optional<instance> pre, post;
     if (cfg.role != "decode") {
-      ppool.emplace(shape, cfg.page_size, cfg.pool_pages, cfg.aux_rows);
-      auto opts = rank_of(cfg, role::prefill, *ppool);
-      opts.bootstrap = where;
-      auto rt = runtime::start(sys, std::move(opts));
-      if (!rt) {
-        std::cerr << "kvferry-demo: prefill rank: " << sys.render(rt.error()) << "\n";
+      auto made =
+          start_instance(sys, cfg, role::prefill, shape, cfg.prefill_tp, cfg.prefill_pp, where, {});
+      if (!made) {
+        std::cerr << "kvferry-demo: " << sys.render(made.error()) << "\n";
         rc = 1;
       } else {
-        prt = std::move(*rt);
+        pre = std::move(*made);
       }
     }
     if (rc == 0 && cfg.role != "prefill") {
-      dpool.emplace(shape, cfg.page_size, cfg.pool_pages, cfg.aux_rows);
-      auto rt = runtime::start(sys, rank_of(cfg, role::decode, *dpool));
-      if (!rt) {
-        std::cerr << "kvferry-demo: decode rank: " << sys.render(rt.error()) << "\n";
+      auto made = start_instance(sys, cfg, role::decode, shape, cfg.decode_tp, cfg.decode_pp, {},
+                                 decider_locator{dec, "", 0});
+      if (!made) {
+        std::cerr << "kvferry-demo: " << sys.render(made.error()) << "\n";
         rc = 1;
       } else {
-        drt = std::move(*rt);
+        post = std::move(*made);
       }
     }
     if (rc == 0) {
       std::optional<run_report> prep, drep;
       std::thread prefill_side;
-      if (prt)
-        prefill_side = std::thread{[&] { prep = drive_prefill(*prt, *ppool, w); }};
-      if (drt)
-        drep = drive_decode(*drt, *dpool, w, where);
+      if (pre)
+        prefill_side = std::thread{[&] { prep = drive_prefill(pre->view(), w); }};
+      if (post)
+        drep = drive_decode(post->view(), w, where);
       if (prefill_side.joinable())
         prefill_side.join();
       if (prep) {
-        print(*prep, "prefill", cfg, *ppool);
+        print(*prep, "prefill", cfg, shape);
         rc |= prep->ok() ? 0 : 1;
       }
       if (drep) {
-        print(*drep, "decode", cfg, *dpool);
+        print(*drep, "decode", cfg, shape);
         rc |= drep->ok() ? 0 : 1;
       }
     }
-    if (prt)
-      prt->stop();
-    if (drt)
-      drt->stop();
+    if (pre)
+      pre->stop();
+    if (post)
+      post->stop();
   } catch (const std::exception& e) {
     std::cerr << "kvferry-demo: " << e.what() << "\n";
     rc = 1;
   }
+  if (dec)
+    caf::anon_send_exit(dec, caf::exit_reason::kill);
   if (boot)
     caf::anon_send_exit(boot->first, caf::exit_reason::kill);
   return rc;

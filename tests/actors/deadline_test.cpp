@@ -167,18 +167,13 @@ TEST_CASE_METHOD(deadline_fixture, "decode Bootstrapping: the prefill instance n
 namespace {
 
 /// A decider that never answers.
-decode_rank_actor::behavior_type silent_decoder() {
+decider_actor::behavior_type silent_decider() {
   return {
-      [](room_open_atom, uint64_t, bootstrap_locator&, room_slot_ptr&) {},
-      [](receiver_init&) -> caf::result<void> { return caf::unit; },
-      [](room_abort_atom, uint64_t) -> caf::result<void> { return caf::unit; },
-      [](room_clear_atom, uint64_t) -> caf::result<void> { return caf::unit; },
-      [](room_poll_atom, uint64_t) -> room_status { return {}; },
-      [](chunk_landed&) {},
+      [](member_registration&) -> member_ack { return {}; },
+      [](room_join&) {},
+      [](room_finished&) {},
       [](room_failure&) {},
-      [](room_verdict&) {},
-      [](deadline_atom, uint64_t, uint64_t) {},
-      [](retry_atom, std::string&) {},
+      [](room_leave&) {},
   };
 }
 
@@ -188,7 +183,7 @@ TEST_CASE_METHOD(deadline_fixture,
                  "a rank whose decider never answers concludes with its own cause",
                  "[actors][deadline]") {
   start();
-  auto silent = sys.spawn(silent_decoder);
+  auto silent = sys.spawn(silent_decider);
   auto s = prefill.rt->make_sender(7);
   sched.run();
   // A request from a rank that never registered: refused, reported to the decider.

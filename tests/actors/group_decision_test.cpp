@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "actors/rank/group_decision.hpp"
+#include "actors/decision/group_decision.hpp"
 
 using namespace kvferry;
 

@@ -8,7 +8,8 @@
 #include <numeric>
 #include <random>
 
-#include "actors/transfer/planner.hpp"
+#include "actors/plan/planner.hpp"
+#include "actors/plan/tp_mapping.hpp"
 
 using namespace kvferry;
 
@@ -41,6 +42,33 @@ struct memory {
     return l;
   }
 
+  /// A rank of a TP x PP instance of a model with `heads` kv heads (0: MLA)
+  /// over `layers` layers; the rank holds its stage's layers.
+  kv_layout rank(uint32_t page_size, uint32_t heads, uint32_t tp, uint32_t tp_size, uint32_t pp,
+                 uint32_t pp_size, uint32_t layers, uint32_t pages, uint32_t region_base) {
+    kv_layout l;
+    l.page_size = page_size;
+    l.dtype = kv_dtype::f16;
+    l.mla = heads == 0;
+    l.total_kv_heads = l.mla ? 1 : heads;
+    l.kv_heads = l.mla ? 1 : heads_per_rank(heads, tp_size);
+    l.head_dim = 4;
+    l.tp_rank = tp;
+    l.tp_size = tp_size;
+    l.pp_rank = pp;
+    l.pp_size = pp_size;
+    for (uint32_t i = pp * layers / pp_size; i < (pp + 1) * layers / pp_size; ++i)
+      l.layer_ids.push_back(i);
+    auto item = uint64_t{page_size} * l.kv_heads * l.head_dim * 2;
+    auto n = l.mla ? l.layer_ids.size() : 2 * l.layer_ids.size();
+    for (uint32_t b = 0; b < n; ++b) {
+      auto id = region_base + b;
+      regions[id].assign(item * pages, std::byte{0});
+      l.kv_buffers.push_back({id, 0, item * pages, item});
+    }
+    return l;
+  }
+
   void apply(const memory& src, const write_plan& plan) {
     for (auto& op : plan.ops) {
       auto& s = src.regions.at(op.local);
@@ -70,7 +98,116 @@ void reference_copy(const memory& src, memory& dst, const kv_layout& sl, const k
     }
 }
 
+/// The per-token reference: for every layer the source holds, every page,
+/// every token and every head both ranks hold, copy that head's bytes.
+void per_token_copy(const memory& src, memory& dst, const kv_layout& sl, const kv_layout& dl,
+                    const std::vector<uint32_t>& sp, const std::vector<uint32_t>& dp) {
+  auto sh = heads_of(sl.total_kv_heads, sl.tp_size, sl.tp_rank, sl.mla);
+  auto dh = heads_of(dl.total_kv_heads, dl.tp_size, dl.tp_rank, dl.mla);
+  uint64_t head_bytes = sl.head_dim * 2;
+  for (auto layer : sl.layer_ids)
+    for (bool value : {false, true}) {
+      if (value && sl.mla)
+        continue;
+      auto& s = sl.kv_buffers[static_cast<size_t>(sl.buffer_of(layer, value))];
+      auto& d = dl.kv_buffers[static_cast<size_t>(dl.buffer_of(layer, value))];
+      for (size_t i = 0; i < sp.size(); ++i)
+        for (uint32_t t = 0; t < sl.page_size; ++t)
+          for (uint32_t h = 0; h < sl.total_kv_heads; ++h) {
+            if (h < sh.first || h >= sh.first + sh.count || h < dh.first ||
+                h >= dh.first + dh.count)
+              continue;
+            auto src_off =
+                s.offset + sp[i] * s.item_len + t * sl.token_bytes() + (h - sh.first) * head_bytes;
+            auto dst_off =
+                d.offset + dp[i] * d.item_len + t * dl.token_bytes() + (h - dh.first) * head_bytes;
+            std::memcpy(dst.regions.at(d.region).data() + dst_off,
+                        src.regions.at(s.region).data() + src_off, head_bytes);
+          }
+    }
+}
+
 }  // namespace
+
+TEST_CASE("head slices and PP stages move exactly the bytes of the per-token reference",
+          "[logic][planner]") {
+  using cfg =
+      std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;  // p, d, heads, pp_p, page
+  auto c = GENERATE(cfg{1, 2, 8, 1, 4}, cfg{2, 1, 8, 1, 4}, cfg{1, 4, 2, 1, 1}, cfg{4, 1, 2, 1, 16},
+                    cfg{2, 8, 8, 1, 4}, cfg{8, 2, 8, 1, 1}, cfg{8, 2, 2, 1, 4}, cfg{2, 2, 8, 2, 4},
+                    cfg{4, 2, 0, 1, 4}, cfg{1, 4, 0, 2, 4});
+  auto [p, d, heads, pp, page] = c;
+  CAPTURE(p, d, heads, pp, page);
+  std::mt19937 rng{p * 100 + d * 10 + heads + pp};
+  uint32_t writes = 0, sliced_pairs = 0;
+  for (uint32_t stage = 0; stage < pp; ++stage)
+    for (uint32_t r = 0; r < d; ++r)
+      for (auto& src : sources_of({p, pp}, {d, 1}, r, 0, heads == 0, heads)) {
+        if (src.dummy || src.pp != stage)
+          continue;
+        memory sm, dm, ref;
+        auto sl = sm.rank(page, heads, src.tp, p, stage, pp, 4, 12, 1);
+        auto dl = dm.rank(page, heads, r, d, 0, 1, 4, 10, 500);
+        ref.rank(page, heads, r, d, 0, 1, 4, 10, 500);
+        randomize(sm, rng);
+        randomize(dm, rng);
+        ref.regions = dm.regions;
+        std::vector<uint32_t> sp(12), dp(10);
+        std::iota(sp.begin(), sp.end(), 0u);
+        std::iota(dp.begin(), dp.end(), 0u);
+        std::shuffle(sp.begin(), sp.end(), rng);
+        std::shuffle(dp.begin(), dp.end(), rng);
+        sp.resize(7);
+        dp.resize(7);
+        auto plan = plan_kv(sl, dl, sp, dp);
+        REQUIRE(plan.ok());
+        dm.apply(sm, *plan);
+        per_token_copy(sm, ref, sl, dl, sp, dp);
+        CHECK(dm.regions == ref.regions);
+        writes += static_cast<uint32_t>(plan->ops.size());
+        sliced_pairs += sl.token_bytes() != dl.token_bytes() ? 1 : 0;
+      }
+  CHECK(writes > 0);
+  INFO("writes: " << writes << " over " << sliced_pairs << " sliced pairs");
+}
+
+TEST_CASE("with different heads per rank a page becomes one write per token", "[logic][planner]") {
+  memory sm, dm;
+  auto sl = sm.rank(16, 8, 1, 2, 0, 1, 2, 8, 1);    // prefill tp1 of 2: heads 4..7
+  auto dl = dm.rank(16, 8, 1, 4, 0, 1, 2, 8, 100);  // decode tp1 of 4: heads 2..3
+  auto plan = plan_kv(sl, dl, std::vector<uint32_t>{0, 1}, std::vector<uint32_t>{2, 3});
+  // Prefill tp1 holds heads 4..7, decode tp1 holds heads 2..3: nothing shared.
+  REQUIRE_FALSE(plan.ok());
+  CHECK_THAT(plan.error().message(),
+             Catch::Contains("holds heads [4,8)") && Catch::Contains("holds heads [2,4)"));
+  auto dl2 = dm.rank(16, 8, 2, 4, 0, 1, 2, 8, 200);  // decode tp2 of 4: heads 4..5
+  plan = plan_kv(sl, dl2, std::vector<uint32_t>{0, 1}, std::vector<uint32_t>{2, 3});
+  REQUIRE(plan.ok());
+  CHECK(plan->ops.size() == 2 * 2 * 2 * 16);         // 2 layers x K,V x 2 pages x 16 tokens
+  CHECK(plan->bytes == 2 * 2 * 2 * 16 * 2 * 4 * 2);  // ... x 2 heads x 4 elements x 2 B
+}
+
+TEST_CASE("state components: one slot or as many pages on each side", "[logic][planner]") {
+  memory sm, dm;
+  auto sl = sm.layout(16, 1, true, 8, 1, 0);
+  auto dl = dm.layout(16, 1, true, 8, 50, 0);
+  sl.states = {{state_kind::single_slot, {{300, 0, 128 * 4, 128}}},
+               {state_kind::page_indexed, {{301, 0, 64 * 8, 64}}}};
+  dl.states = {{state_kind::single_slot, {{400, 0, 128 * 4, 128}}},
+               {state_kind::page_indexed, {{401, 0, 64 * 8, 64}}}};
+  write_plan plan;
+  REQUIRE(plan_states(plan, sl, dl, {{2}, {1, 2, 3}}, {{0}, {5, 6, 7}}).ok());
+  REQUIRE(plan.ops.size() == 2);  // one slot; three consecutive pages merged
+  CHECK(plan.ops[0].local_offset == 2 * 128);
+  CHECK(plan.ops[1].remote_offset == 5 * 64);
+  CHECK(plan.ops[1].length == 3 * 64);
+  CHECK_THAT(plan_states(plan, sl, dl, {{2}, {1, 2}}, {{0}, {5}}).message(),
+             Catch::Contains("2 source indices against 1 destination indices"));
+  CHECK_THAT(plan_states(plan, sl, dl, {{2, 3}, {}}, {{0}, {}}).message(),
+             Catch::Contains("expected one on each side"));
+  CHECK_THAT(plan_states(plan, sl, dl, {{4}, {}}, {{0}, {}}).message(),
+             Catch::Contains("index 4 on the source side out of range"));
+}
 
 TEST_CASE("consecutive pages merge into one write per buffer", "[logic][planner]") {
   memory sm, dm;

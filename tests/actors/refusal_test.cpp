@@ -4,6 +4,8 @@
 #include "tests/support/faulty_transport.hpp"
 #include "tests/support/pair_fixture.hpp"
 
+#include "actors/decision/decider_actor.hpp"
+
 using namespace kvferry;
 using namespace kvferry::test;
 
@@ -71,16 +73,23 @@ TEST_CASE_METHOD(refusal_fixture, "a layout mismatch is refused at handshake, na
   CHECK(r2.failure()->why.cause == expected);
 }
 
-TEST_CASE_METHOD(refusal_fixture, "different TP sizes are refused at handshake as unsupported",
+TEST_CASE_METHOD(refusal_fixture, "an instance shape that cannot pair is refused at handshake",
                  "[actors][refusal]") {
   start();
-  auto& tp2 = extra_decode(shape, page_size, "decode-tp2", 2);
-  auto r = tp2.rt->make_receiver(30, where());
+  // Decode PP 2 against prefill PP 1: decode PP must equal prefill PP or be 1.
+  auto dec = sys.spawn(decider, std::string{"decode-pp2"}, 1u, 2u, uint64_t{5});
+  auto& pp2 = extra_decode(shape, page_size, "decode-pp2", 1, 2, decider_locator{dec, "", 0});
+  sched.run();
+  auto s = prefill.rt->make_sender(30);
+  auto r = pp2.rt->make_receiver(30, where());
   sched.run();
   REQUIRE(r.poll() == kv_poll::failed);
   CHECK(r.failure()->why.code == errc::unsupported);
   CHECK(r.failure()->why.cause ==
-        "prefill TP 1 x PP 1 with decode TP 2 x PP 1: this build pairs equal TP and PP sizes only");
+        "decode PP 2 with prefill PP 1: decode PP must equal prefill PP or be 1");
+  REQUIRE(s.poll() == kv_poll::failed);
+  CHECK(s.failure()->why == r.failure()->why);
+  caf::anon_send_exit(dec, caf::exit_reason::kill);
 }
 
 TEST_CASE_METHOD(refusal_fixture, "out-of-range destination pages fail that room only",

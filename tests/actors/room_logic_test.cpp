@@ -89,28 +89,70 @@ TEST_CASE("prefill room: the destination is checked and the jobs follow it", "[l
   CHECK(jobs[0].src_aux == 1u);
   CHECK(jobs[0].dst_aux == 1u);
   CHECK(room.in_flight() == 2);
-  CHECK_FALSE(room.landed(0, false));
-  CHECK(room.landed(1, true));
+  CHECK_FALSE(room.done());
+  CHECK_FALSE(room.landed(dec));
+  CHECK(room.landed(dec));
+  CHECK(room.done());
+}
+
+TEST_CASE("prefill room: a rank whose destinations are all dummies is done with its last chunk",
+          "[logic][room]") {
+  auto l = layout();
+  auto dl = layout(8, 2);
+  prefill_room room{6, nullptr, me, l, deadlines{}};
+  REQUIRE_FALSE(room.init(2, 0));
+  auto req = request(6, {});
+  req.dummy = true;
+  req.aux_slot = no_aux_slot;
+  REQUIRE_FALSE(room.bind(req, dl, 1));
+  REQUIRE_FALSE(room.accept({4, 5}, true));
+  CHECK(room.take_jobs().empty());
+  CHECK(room.done());
+}
+
+TEST_CASE("prefill room: state indices come with the last chunk and are checked", "[logic][room]") {
+  auto l = layout();
+  auto item = uint64_t{64};
+  l.states = {{state_kind::single_slot, {{7, 0, item * 4, item}}},
+              {state_kind::page_indexed, {{8, 0, item * 16, item}}}};
+  prefill_room room{7, nullptr, me, l, deadlines{}};
+  REQUIRE_FALSE(room.init(1, 0));
+  CHECK(room.accept({1}, false, {{0}, {1}})->cause ==
+        "state indices on a chunk that is not the last");
+  CHECK(room.accept({1}, true, {{0}})->cause == "1 state index lists for 2 state components");
+  CHECK(room.accept({1}, true, {{0, 1}, {1}})->cause ==
+        "state component 0 (single_slot): 2 indices, expected one");
+  CHECK(room.accept({1}, true, {{4}, {1}})->cause ==
+        "state component 0 (single_slot): index 4 out of range, it holds 4 items");
+  REQUIRE_FALSE(room.accept({1}, true, {{3}, {1, 2, 15}}));
 }
 
 TEST_CASE("decode room: destination pages must be distinct and in range", "[logic][room]") {
   auto l = layout(8, 2);
-  decode_room room{room_key{5, 1}, nullptr, "local:1", dec, l, deadlines{}};
-  CHECK(room.init({1, 8}, 0)->cause ==
+  decode_room room{5, nullptr, "local:1", dec, l, deadlines{}};
+  CHECK(room.init({1, 8}, 0, {})->cause ==
         "destination page 8 at position 1 out of range, the decode pool holds 8 pages");
-  CHECK(room.init({1, 2, 1}, 0)->cause ==
+  CHECK(room.init({1, 2, 1}, 0, {})->cause ==
         "destination page 1 given twice (again at position 2), expected distinct pages");
-  CHECK(room.init({1}, 5)->cause == "aux_slot 5 out of range, the aux buffers hold 2 rows");
-  CHECK(room.init({1}, no_aux_slot)->cause ==
+  CHECK(room.init({1}, 5, {})->cause == "aux_slot 5 out of range, the aux buffers hold 2 rows");
+  CHECK(room.init({1}, no_aux_slot, {})->cause ==
         "aux_slot none out of range, the aux buffers hold 2 rows");
-  REQUIRE_FALSE(room.init({1, 2}, 0));
+  CHECK(room.init({1}, 0, {{1}})->cause == "1 state index lists for 0 state components");
+  REQUIRE_FALSE(room.init({1, 2}, 0, {}));
+  CHECK_FALSE(room.keyed());
+  room.set_generation(4);
+  room.set_generation(5);  // the first generation stays
+  CHECK(room.key() == room_key{5, 4});
 }
 
 TEST_CASE("decode room: only its sources count, each up to its last chunk", "[logic][room]") {
   auto l = layout(8, 2);
-  decode_room room{room_key{5, 1}, nullptr, "local:1", dec, l, deadlines{}};
-  room.set_sources({me});
+  decode_room room{5, nullptr, "local:1", dec, l, deadlines{}};
+  rank_ref dummy{role::prefill, "p", 1, 1, 0};
+  room.set_sources({{me, false, true}, {dummy, true, false}});
   rank_ref stranger{role::prefill, "x", 1, 3, 0};
+  CHECK_THAT(room.landed(chunk_landed{room.key(), dummy, 0, 1, 10, false})->cause,
+             Catch::Contains("which is not a writing source"));
   CHECK(room.landed(chunk_landed{room.key(), stranger, 0, 1, 10, false})->code ==
         errc::invalid_chunk);
   REQUIRE_FALSE(room.landed(chunk_landed{room.key(), me, 0, 1, 10, false}));
@@ -125,7 +167,11 @@ TEST_CASE("decode room: only its sources count, each up to its last chunk", "[lo
 
 TEST_CASE("directory: ranks must agree on sizes, page size and dtype", "[logic][bootstrap]") {
   directory dir{"prefill-0", 77};
-  rank_registration r0{rank_ref{role::prefill, "", 0, 0, 0}, {}, "tcp://a:1", layout(), 2, 1};
+  auto l2 = layout();
+  l2.tp_size = 2;
+  l2.kv_heads = 1;
+  l2.total_kv_heads = 2;
+  rank_registration r0{rank_ref{role::prefill, "", 0, 0, 0}, {}, "tcp://a:1", l2, 2, 1};
   REQUIRE_FALSE(dir.add(r0));
   auto topo = dir.snapshot();
   CHECK_FALSE(topo.complete());
@@ -137,11 +183,13 @@ TEST_CASE("directory: ranks must agree on sizes, page size and dtype", "[logic][
   r1.tp_size = 4;
   CHECK(*dir.add(r1) == "rank tp1 pp0 registered tp_size 4 x pp_size 1, the instance has 2 x 1");
   r1.tp_size = 2;
+  r1.layout.tp_rank = 1;
   r1.layout.page_size = 32;
   for (auto& b : r1.layout.kv_buffers)
     b.item_len *= 2;
   CHECK(*dir.add(r1) == "rank tp1 pp0 registered page_size 32, the instance's other ranks use 16");
-  r1.layout = layout();
+  r1.layout = l2;
+  r1.layout.tp_rank = 1;
   r1.rank.tp = 2;
   CHECK(*dir.add(r1) == "rank tp2 pp0 outside tp_size 2 x pp_size 1");
   r1.rank.tp = 1;

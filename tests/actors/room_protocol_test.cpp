@@ -35,17 +35,25 @@ TEST_CASE_METHOD(protocol_fixture, "registration: the prefill rank joins its boo
 TEST_CASE_METHOD(protocol_fixture, "a room walks every state on both sides, step by step",
                  "[actors][protocol]") {
   start();
-  // Decode opens the room: handshake with the prefill instance first.
+  auto dec = decode.rt->decider();
+  // Decode opens the room: it asks the decider for the room's key and the
+  // bootstrap for the prefill topology.
   auto r = decode.rt->make_receiver(42, where());
   expect((room_open_atom, uint64_t, bootstrap_locator, room_slot_ptr),
          from(_).to(d()).with(_, 42u, _, _));
   CHECK(r.poll() == kv_poll::bootstrapping);
+  expect((room_join), from(d()).to(dec));
+  expect((room_keyed), from(dec).to(d()));
   expect((topology_atom), from(d()).to(boot));
   expect((topology), from(boot).to(d()));
+  // Handshake: the layouts pair, the prefill rank's transport connects.
   expect((dest_registration), from(d()).to(p()));
   expect((peer_connect), from(p()).to(t()));
   expect((dest_accepted), from(p()).to(d()));
   CHECK(r.poll() == kv_poll::waiting_for_input);
+  // The decider learns the room's prefill participants.
+  expect((room_join), from(d()).to(dec));
+  expect((room_keyed), from(dec).to(d()));
 
   // Decode reserves pages 10, 11, 12, 30 and aux row 3; prefill has not opened
   // the room yet, so the request waits there.
@@ -77,11 +85,16 @@ TEST_CASE_METHOD(protocol_fixture, "a room walks every state on both sides, step
   expect((chunk_job), from(p()).to(t()));
   expect((batch_done), from(_).to(t()));
   expect((chunk_result), from(t()).to(p()));
-  // The decider (decode) concludes first, then tells prefill.
+  // Both sides finished their parts; neither concludes on its own word.
   expect((chunk_landed), from(p()).to(d()));
-  CHECK(r.poll() == kv_poll::success);
+  expect((room_finished), from(p()).to(dec));
+  expect((room_finished), from(d()).to(dec));
+  CHECK(r.poll() == kv_poll::transferring);
   CHECK(s.poll() == kv_poll::transferring);
-  expect((room_verdict), from(d()).to(p()));
+  // The decider's verdict goes to every participant.
+  expect((room_verdict), from(dec).to(d()));
+  expect((room_verdict), from(dec).to(p()));
+  CHECK(r.poll() == kv_poll::success);
   CHECK(s.poll() == kv_poll::success);
   CHECK(holds(*decode.pool, 42, dst, 3));
   CHECK_FALSE(r.failure());
@@ -152,7 +165,7 @@ TEST_CASE_METHOD(protocol_fixture, "a cleared room is never resurrected by late 
   // Late messages about the cleared room, from either side.
   rank_ref p0 = prefill.rt->rank();
   caf::anon_send(d(), chunk_landed{key, p0, 0, 2, 64, true});
-  caf::anon_send(d(), room_failure{key, failure{errc::deadline, "late", p0}});
+  caf::anon_send(d(), room_verdict{key, kv_poll::failed, failure{errc::deadline, "late", p0}});
   caf::anon_send(p(), room_verdict{key, kv_poll::failed, failure{errc::aborted, "late", p0}});
   sched.run();
   auto rh = self->request(d(), caf::infinite, room_poll_atom_v, uint64_t{12});

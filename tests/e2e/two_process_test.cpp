@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <regex>
+#include <tuple>
 
 #include "apps/common/child_process.hpp"
 
@@ -54,9 +55,44 @@ TEST_CASE("two processes: a prefill and a decode process move every byte", "[e2e
   CHECK(prc == 0);
   CHECK_THAT(
       decode.output(),
-      Catch::Contains(
-          "decode: 40 requests, 40 Success, 0 Failed, 40 verified byte for byte, 0 corrupted"));
-  CHECK_THAT(prefill->output(), Catch::Contains("prefill: 40 requests, 40 Success, 0 Failed"));
+      Catch::Contains("decode: 40 requests on 1 rank, 40 Success, 0 Failed, 40 verified byte for "
+                      "byte, 0 corrupted, 0 disagreements"));
+  CHECK_THAT(prefill->output(),
+             Catch::Contains("prefill: 40 requests on 1 rank, 40 Success, 0 Failed"));
+}
+
+TEST_CASE("two processes: TP and PP mappings move every byte of every rank", "[e2e][process]") {
+  using shape =
+      std::tuple<std::string, std::string, std::string, std::string>;  // ptp, ppp, dtp, model
+  auto [ptp, ppp, dtp, model] =
+      GENERATE(shape{"2", "1", "1", "tiny"}, shape{"1", "1", "2", "tiny"},
+               shape{"4", "1", "2", "tiny-gqa"}, shape{"2", "1", "4", "deepseek-mla"},
+               shape{"2", "2", "1", "tiny"}, shape{"1", "2", "2", "tiny"});
+  CAPTURE(ptp, ppp, dtp, model);
+  auto dpp = ppp == "2" && dtp == "2" ? "2" : "1";
+  std::vector<std::string> common{"--rooms=24",
+                                  "--pool-pages=64",
+                                  "--page-size=16",
+                                  "--chunk-pages=2",
+                                  "--model=" + model,
+                                  "--max-tokens=120",
+                                  "--kvferry.bootstrap-timeout=20s"};
+  auto pargs = common;
+  pargs.insert(pargs.end(), {"--prefill-tp=" + ptp, "--prefill-pp=" + ppp});
+  auto [prefill, port] = start_prefill(pargs);
+  std::vector<std::string> argv{demo, "--role=decode", "--bootstrap-port=" + port,
+                                "--decode-tp=" + dtp, std::string{"--decode-pp="} + dpp};
+  argv.insert(argv.end(), common.begin(), common.end());
+  child_process decode{argv};
+  int drc = decode.wait(120s);
+  int prc = prefill->wait(60s);
+  INFO("decode output:\n" << decode.output());
+  INFO("prefill output:\n" << prefill->output());
+  CHECK(drc == 0);
+  CHECK(prc == 0);
+  CHECK_THAT(decode.output(), Catch::Contains("24 Success, 0 Failed, 24 verified byte for byte, "
+                                              "0 corrupted, 0 disagreements"));
+  CHECK_THAT(prefill->output(), Catch::Contains("24 Success, 0 Failed, 0 disagreements"));
 }
 
 TEST_CASE("two processes: a page size mismatch is refused at handshake on both sides",
@@ -84,7 +120,8 @@ TEST_CASE("the main job runs in one process and verifies every byte", "[e2e][pro
   CHECK(rc == 0);
   CHECK_THAT(
       job.output(),
-      Catch::Contains("decode: 60 requests, 60 Success, 0 Failed, 60 verified byte for byte"));
+      Catch::Contains("decode: 60 requests on 1 rank, 60 Success, 0 Failed, 60 verified byte for "
+                      "byte"));
   CHECK_THAT(job.output(), Catch::Contains("GB/s"));
   CHECK_THAT(job.output(), Catch::Contains("states reached:"));
 }

@@ -76,13 +76,16 @@ struct pair_fixture : coordinator_fixture {
 
   /// Starts a rank with its own pool of `shape` and `page`.
   rank_under_test make_rank(role side, const apps::model_shape& s, uint32_t page,
-                            std::string instance, uint32_t tp_size = 1) {
+                            std::string instance, uint32_t tp_size = 1, uint32_t pp_size = 1,
+                            decider_locator decider = {}) {
     rank_under_test r;
     r.pool = std::make_unique<apps::host_pool>(s, page, pool_pages, aux_rows);
     rank_options o;
     o.side = side;
     o.instance = std::move(instance);
     o.tp_size = tp_size;
+    o.pp_size = pp_size;
+    o.decider = decider;
     o.pool = r.pool->describe();
     o.transport = "inproc";
     o.limits =
@@ -108,29 +111,22 @@ struct pair_fixture : coordinator_fixture {
 
   /// Another decode rank (kept until the fixture ends).
   rank_under_test& extra_decode(const apps::model_shape& s, uint32_t page, std::string name,
-                                uint32_t tp_size = 1) {
-    extra_.push_back(make_rank(role::decode, s, page, std::move(name), tp_size));
+                                uint32_t tp_size = 1, uint32_t pp_size = 1,
+                                decider_locator decider = {}) {
+    extra_.push_back(make_rank(role::decode, s, page, std::move(name), tp_size, pp_size, decider));
     return extra_.back();
   }
 
   /// Writes the pattern of `room` into prefill pages `pages` (logical order).
   void fill(const apps::host_pool& pool, uint64_t room, const std::vector<uint32_t>& pages,
             std::optional<uint32_t> aux = std::nullopt) {
-    for (uint32_t b = 0; b < pool.buffers(); ++b)
-      for (uint32_t j = 0; j < pages.size(); ++j)
-        apps::fill_pattern(pool.page(b, pages[j]), pool.item_len(), seed, room, j, b);
-    if (aux)
-      apps::fill_aux(pool.aux_row(*aux), pool.aux_row_bytes(), seed, room);
+    pool.fill_room(seed, room, pages, aux.value_or(no_aux_slot));
   }
 
-  /// True if decode pages `pages` hold the pattern of `room`.
+  /// True if decode pages `pages` hold the pattern of `room` for the rank's heads.
   bool holds(const apps::host_pool& pool, uint64_t room, const std::vector<uint32_t>& pages,
              std::optional<uint32_t> aux = std::nullopt) {
-    for (uint32_t b = 0; b < pool.buffers(); ++b)
-      for (uint32_t j = 0; j < pages.size(); ++j)
-        if (!apps::check_pattern(pool.page(b, pages[j]), pool.item_len(), seed, room, j, b))
-          return false;
-    return !aux || apps::check_aux(pool.aux_row(*aux), pool.aux_row_bytes(), seed, room);
+    return pool.holds_room(seed, room, pages, aux.value_or(no_aux_slot));
   }
 
   /// True if every byte of page `page` of every buffer is zero (never written).

@@ -1,4 +1,4 @@
-#include "actors/rank/group_decision.hpp"
+#include "actors/decision/group_decision.hpp"
 
 namespace kvferry {
 

@@ -1,0 +1,73 @@
+#include "actors/decision/decision_book.hpp"
+
+namespace kvferry {
+
+decision_book::decision_book(std::string instance, uint64_t instance_generation, uint32_t tp_size,
+                             uint32_t pp_size, uint64_t first_generation)
+    : instance_(std::move(instance)),
+      instance_generation_(instance_generation),
+      tp_size_(tp_size),
+      pp_size_(pp_size),
+      next_generation_(first_generation == 0 ? 1 : first_generation) {}
+
+rank_ref decision_book::member(uint32_t tp, uint32_t pp) const {
+  return rank_ref{role::decode, instance_, instance_generation_, tp, pp};
+}
+
+rank_ref decision_book::canonical(const rank_ref& r) const {
+  return r.side == role::decode ? member(r.tp, r.pp) : r;
+}
+
+decision_book::room& decision_book::join(uint64_t id, const rank_ref& decode_rank,
+                                         const std::vector<rank_ref>& prefill) {
+  auto [i, fresh] = rooms_.try_emplace(id);
+  auto& r = i->second;
+  if (fresh) {
+    r.key = room_key{id, next_generation_++};
+    for (uint32_t pp = 0; pp < pp_size_; ++pp)
+      for (uint32_t tp = 0; tp < tp_size_; ++tp)
+        r.decision.add_participant(member(tp, pp));
+  }
+  r.joined.insert(canonical(decode_rank));
+  for (auto& p : prefill)
+    if (r.prefill.insert(p).second)
+      r.decision.add_participant(p);
+  return r;
+}
+
+decision_book::room* decision_book::find(const room_key& key) {
+  auto i = rooms_.find(key.room);
+  if (i == rooms_.end() || (key.generation != 0 && key.generation != i->second.key.generation))
+    return nullptr;
+  return &i->second;
+}
+
+std::optional<verdict> decision_book::finish(room& r, const rank_ref& who) {
+  return r.decision.finish(canonical(who));
+}
+
+std::optional<verdict> decision_book::fail(room& r, failure why) {
+  return r.decision.fail(std::move(why));
+}
+
+bool decision_book::leave(const room_key& key, const rank_ref& who) {
+  auto* r = find(key);
+  if (!r)
+    return false;
+  r->joined.erase(canonical(who));
+  if (!r->joined.empty())
+    return false;
+  rooms_.erase(key.room);
+  return true;
+}
+
+std::vector<room_key> decision_book::rooms_of(const rank_ref& who) const {
+  std::vector<room_key> out;
+  auto c = canonical(who);
+  for (auto& [id, r] : rooms_)
+    if (r.joined.count(c))
+      out.push_back(r.key);
+  return out;
+}
+
+}  // namespace kvferry

@@ -1,0 +1,135 @@
+// Whole instances on CAF's deterministic scheduler: a prefill instance of
+// TP x PP ranks with its bootstrap, a decode instance of TP x PP ranks with
+// its decider, each rank a runtime with its own pool (its heads, its layers),
+// moving bytes with the inproc transport. Rooms are opened on every rank of
+// both instances, as every rank's scheduler would.
+#pragma once
+
+#include "tests/support/caf_catch.hpp"  // first
+
+#include <memory>
+#include <vector>
+
+#include "actors/bootstrap/bootstrap_actor.hpp"
+#include "actors/decision/decider_actor.hpp"
+#include "actors/facade/runtime.hpp"
+#include "actors/log.hpp"
+#include "apps/common/host_pool.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/type_registry.hpp"
+#include "tests/support/faulty_transport.hpp"
+
+namespace kvferry::test {
+
+struct instance_config : caf::actor_system_config {
+  instance_config() { register_types(*this); }
+};
+
+struct instance_fixture : test_coordinator_fixture<instance_config> {
+  struct rank {
+    std::unique_ptr<apps::host_pool> pool;
+    std::unique_ptr<runtime> rt;
+  };
+
+  apps::model_shape shape{"test", 4, 8, 8, kv_dtype::bf16, false};
+  uint32_t page_size = 4;
+  uint32_t pool_pages = 24;
+  uint32_t aux_rows = 8;
+  deadlines limits;
+  uint64_t seed = 11;
+  /// Fault plans per prefill rank index (tp + pp * tp_size), when set.
+  std::map<size_t, std::shared_ptr<faulty_transport::plan>> faults;
+
+  bootstrap_actor boot;
+  decider_actor dec;
+  std::vector<rank> prefill;  // by pp, then tp
+  std::vector<rank> decode;
+
+  instance_fixture() { set_log_level("off"); }
+
+  ~instance_fixture() override {
+    decode.clear();
+    prefill.clear();
+    for (auto a : {caf::actor_cast<caf::actor>(boot), caf::actor_cast<caf::actor>(dec)})
+      if (a)
+        caf::anon_send_exit(a, caf::exit_reason::kill);
+    sched.run();
+  }
+
+  bootstrap_locator where() const { return bootstrap_locator{boot, "", 0}; }
+
+  void start(uint32_t p_tp, uint32_t p_pp, uint32_t d_tp, uint32_t d_pp) {
+    boot = sys.spawn(bootstrap, std::string{"prefill-0"}, uint64_t{3});
+    dec = sys.spawn(decider, std::string{"decode-0"}, d_tp, d_pp, uint64_t{4});
+    for (uint32_t s = 0; s < p_pp; ++s)
+      for (uint32_t t = 0; t < p_tp; ++t)
+        prefill.push_back(make(role::prefill, t, p_tp, s, p_pp, prefill.size()));
+    for (uint32_t s = 0; s < d_pp; ++s)
+      for (uint32_t t = 0; t < d_tp; ++t)
+        decode.push_back(make(role::decode, t, d_tp, s, d_pp, decode.size()));
+    sched.run();
+  }
+
+  /// Opens room `id` on every rank, sends its pages in chunks of `chunk`
+  /// (0: one chunk); the prefill pools get the room's pattern first.
+  struct room_handles {
+    std::vector<sender> senders;
+    std::vector<receiver> receivers;
+  };
+  room_handles open_room(uint64_t id, const std::vector<uint32_t>& src,
+                         const std::vector<uint32_t>& dst, uint32_t src_aux, uint32_t dst_aux,
+                         uint32_t chunk) {
+    room_handles h;
+    for (auto& r : decode) {
+      h.receivers.push_back(r.rt->make_receiver(id, where()));
+      h.receivers.back().init(dst, dst_aux);
+    }
+    auto n = static_cast<uint32_t>(src.size());
+    for (auto& r : prefill) {
+      r.pool->fill_room(seed, id, src, src_aux);
+      h.senders.push_back(r.rt->make_sender(id));
+      auto& s = h.senders.back();
+      s.init(n, src_aux);
+      auto step = chunk == 0 ? std::max(n, 1u) : chunk;
+      for (uint32_t off = 0;; off += step) {
+        auto end = std::min(n, off + step);
+        s.send(std::vector<uint32_t>(src.begin() + off, src.begin() + end), end == n);
+        if (end == n)
+          break;
+      }
+    }
+    return h;
+  }
+
+ private:
+  rank make(role side, uint32_t t, uint32_t tp, uint32_t s, uint32_t pp, size_t index) {
+    rank r;
+    r.pool = std::make_unique<apps::host_pool>(shape, page_size, pool_pages, aux_rows, 64,
+                                               apps::rank_place{t, tp, s, pp});
+    rank_options o;
+    o.side = side;
+    o.instance = side == role::prefill ? "prefill-0" : "decode-0";
+    o.tp_rank = t;
+    o.tp_size = tp;
+    o.pp_rank = s;
+    o.pp_size = pp;
+    o.pool = r.pool->describe();
+    o.transport = "inproc";
+    o.limits = limits;
+    o.wait_on_stop = false;
+    o.bootstrap = where();
+    o.decider = decider_locator{dec, "", 0};
+    if (side == role::prefill)
+      if (auto f = faults.find(index); f != faults.end())
+        o.wrap_transport = [plan = f->second](std::unique_ptr<transport::transport> inner) {
+          return std::unique_ptr<transport::transport>{
+              std::make_unique<faulty_transport>(std::move(inner), plan)};
+        };
+    auto rt = runtime::start(sys, std::move(o));
+    REQUIRE(rt);
+    r.rt = std::move(*rt);
+    return r;
+  }
+};
+
+}  // namespace kvferry::test
