@@ -19,9 +19,10 @@ class sender : public room_handle<prefill_rank_actor> {
   void init(uint32_t num_pages, std::optional<uint32_t> aux_slot = std::nullopt);
 
   /// The next computed pages (chunked prefill), in room order; `last` on the
-  /// chunk that completes the room. Chunks sent before the destination is
+  /// chunk that completes the room, with the state components' indices (one
+  /// list per component of the pool). Chunks sent before the destination is
   /// known wait inside the rank.
-  void send(std::vector<uint32_t> pages, bool last);
+  void send(std::vector<uint32_t> pages, bool last, std::vector<std::vector<uint32_t>> states = {});
 };
 
 }  // namespace kvferry

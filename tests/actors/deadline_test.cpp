@@ -189,7 +189,8 @@ TEST_CASE_METHOD(deadline_fixture,
   // A request from a rank that never registered: refused, reported to the decider.
   caf::anon_send(
       prefill.rt->prefill(),
-      room_request{room_key{7, 1}, rank_ref{role::decode, "ghost", 1, 0, 0}, silent, dst, 0});
+      room_request{
+          room_key{7, 1}, rank_ref{role::decode, "ghost", 1, 0, 0}, silent, dst, 0, {}, false});
   sched.run();
   CHECK(s.poll() == kv_poll::bootstrapping);
   pass(4s);

@@ -18,6 +18,11 @@ kv_layout sample_layout() {
   l.mla = false;
   l.kv_buffers = {{1, 0, 1 << 20, 16384}, {2, 4096, UINT64_MAX, 16384}};
   l.aux_buffers = {{9, 0, 4096, 64}};
+  l.states = {{state_kind::page_indexed, {{10, 0, 4096, 512}}}};
+  l.tp_rank = 3;
+  l.tp_size = 4;
+  l.pp_rank = 1;
+  l.pp_size = 2;
   return l;
 }
 
@@ -49,20 +54,28 @@ TEST_CASE_METHOD(coordinator_fixture, "every message type round-trips",
   CHECK(roundtrip(rv) == rv);
   sender_init si{5, 17, no_aux_slot};
   CHECK(roundtrip(si) == si);
-  chunk_send cs{5, {9, 8, 7, UINT32_MAX}, true};
+  chunk_send cs{5, {9, 8, 7, UINT32_MAX}, true, {{3}, {4, 5}}};
   CHECK(roundtrip(cs) == cs);
-  receiver_init ri{5, {1, 2, 3}, 4};
+  receiver_init ri{5, {1, 2, 3}, 4, {{1}, {}}};
   CHECK(roundtrip(ri) == ri);
   room_status st{k, kv_poll::failed, f};
   CHECK(roundtrip(st) == st);
   peer_connect pc{r, "tcp://[::1]:4711", l};
   CHECK(roundtrip(pc) == pc);
-  chunk_job cj{k, r, 2, {1, 2}, {3, 4}, true, 1, 2};
+  chunk_job cj{k, r, 2, {1, 2}, {3, 4}, true, 1, 2, {{7}}, {{8}}};
   CHECK(roundtrip(cj) == cj);
   chunk_result cr{k, r, 2, true, 2, 4096, 3, f};
   CHECK(roundtrip(cr) == cr);
   batch_done bd{77, 4, "out of bounds"};
   CHECK(roundtrip(bd) == bd);
+  room_keyed rk{k};
+  CHECK(roundtrip(rk) == rk);
+  room_finished fin{k, r};
+  CHECK(roundtrip(fin) == fin);
+  room_leave lv{k, r};
+  CHECK(roundtrip(lv) == lv);
+  member_ack ma{"decode-0", 42};
+  CHECK(roundtrip(ma) == ma);
 }
 
 TEST_CASE_METHOD(coordinator_fixture, "messages with actor handles round-trip",
@@ -72,8 +85,14 @@ TEST_CASE_METHOD(coordinator_fixture, "messages with actor handles round-trip",
   CHECK(roundtrip(loc) == loc);
   topology t{"prefill-0", 5, 1, 1, {}};
   CHECK(roundtrip(t) == t);
-  room_request req{room_key{1, 2}, sample_rank(), {}, {5, 6}, 0};
+  room_request req{room_key{1, 2}, sample_rank(), {}, {5, 6}, 0, {{1}}, true};
   CHECK(roundtrip(req) == req);
+  room_join j{9, sample_rank(), {participant{sample_rank(), {}}}};
+  CHECK(roundtrip(j) == j);
+  decider_locator dl{{}, "127.0.0.1", 9000};
+  CHECK(roundtrip(dl) == dl);
+  member_registration mr{sample_rank(), {}, 2, 1};
+  CHECK(roundtrip(mr) == mr);
   caf::anon_send_exit(boot, caf::exit_reason::kill);
   sched.run();
 }

@@ -37,6 +37,7 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
   uint32_t aux_rows = 8;
   deadlines limits;
   uint64_t seed = 11;
+  std::vector<apps::state_spec> states;  ///< state components of every rank
   /// Fault plans per prefill rank index (tp + pp * tp_size), when set.
   std::map<size_t, std::shared_ptr<faulty_transport::plan>> faults;
 
@@ -105,7 +106,7 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
   rank make(role side, uint32_t t, uint32_t tp, uint32_t s, uint32_t pp, size_t index) {
     rank r;
     r.pool = std::make_unique<apps::host_pool>(shape, page_size, pool_pages, aux_rows, 64,
-                                               apps::rank_place{t, tp, s, pp});
+                                               apps::rank_place{t, tp, s, pp}, states);
     rank_options o;
     o.side = side;
     o.instance = side == role::prefill ? "prefill-0" : "decode-0";
