@@ -61,27 +61,53 @@ TEST_CASE("two processes: a prefill and a decode process move every byte", "[e2e
              Catch::Contains("prefill: 40 requests on 1 rank, 40 Success, 0 Failed"));
 }
 
+namespace {
+
+struct mapping_run {
+  uint32_t ptp, ppp, dtp, dpp;
+  std::string model;
+  uint32_t page;
+};
+
+/// The TP matrix over the three model kinds, each pair at a different page
+/// size, and the PP mappings.
+std::vector<mapping_run> mapping_runs() {
+  std::vector<mapping_run> runs;
+  std::vector<std::pair<uint32_t, uint32_t>> tps{{1, 1}, {2, 2}, {1, 2}, {2, 1},
+                                                 {1, 4}, {4, 1}, {2, 8}, {8, 2}};
+  std::vector<std::string> models{"tiny", "tiny-gqa", "deepseek-mla"};
+  std::vector<uint32_t> pages{16, 1, 64};
+  for (size_t i = 0; i < tps.size(); ++i)
+    for (size_t m = 0; m < models.size(); ++m)
+      runs.push_back({tps[i].first, 1, tps[i].second, 1, models[m], pages[(i + m) % 3]});
+  runs.push_back({2, 2, 1, 1, "tiny", 16});
+  runs.push_back({2, 2, 2, 2, "tiny-gqa", 16});
+  runs.push_back({1, 2, 1, 1, "deepseek-mla", 16});
+  return runs;
+}
+
+}  // namespace
+
 TEST_CASE("two processes: TP and PP mappings move every byte of every rank", "[e2e][process]") {
-  using shape =
-      std::tuple<std::string, std::string, std::string, std::string>;  // ptp, ppp, dtp, model
-  auto [ptp, ppp, dtp, model] =
-      GENERATE(shape{"2", "1", "1", "tiny"}, shape{"1", "1", "2", "tiny"},
-               shape{"4", "1", "2", "tiny-gqa"}, shape{"2", "1", "4", "deepseek-mla"},
-               shape{"2", "2", "1", "tiny"}, shape{"1", "2", "2", "tiny"});
-  CAPTURE(ptp, ppp, dtp, model);
-  auto dpp = ppp == "2" && dtp == "2" ? "2" : "1";
-  std::vector<std::string> common{"--rooms=24",
-                                  "--pool-pages=64",
-                                  "--page-size=16",
-                                  "--chunk-pages=2",
-                                  "--model=" + model,
-                                  "--max-tokens=120",
+  auto r = GENERATE(from_range(mapping_runs()));
+  CAPTURE(r.ptp, r.ppp, r.dtp, r.dpp, r.model, r.page);
+  // Room sizes and pools scaled to the page size: about 1-8 pages per room.
+  auto max_tokens = std::to_string(r.page * 8);
+  std::vector<std::string> common{"--rooms=16",
+                                  "--pool-pages=80",
+                                  "--page-size=" + std::to_string(r.page),
+                                  "--min-tokens=1",
+                                  "--max-tokens=" + max_tokens,
+                                  "--chunk-pages=3",
+                                  "--model=" + r.model,
                                   "--kvferry.bootstrap-timeout=20s"};
   auto pargs = common;
-  pargs.insert(pargs.end(), {"--prefill-tp=" + ptp, "--prefill-pp=" + ppp});
+  pargs.insert(pargs.end(),
+               {"--prefill-tp=" + std::to_string(r.ptp), "--prefill-pp=" + std::to_string(r.ppp)});
   auto [prefill, port] = start_prefill(pargs);
   std::vector<std::string> argv{demo, "--role=decode", "--bootstrap-port=" + port,
-                                "--decode-tp=" + dtp, std::string{"--decode-pp="} + dpp};
+                                "--decode-tp=" + std::to_string(r.dtp),
+                                "--decode-pp=" + std::to_string(r.dpp)};
   argv.insert(argv.end(), common.begin(), common.end());
   child_process decode{argv};
   int drc = decode.wait(120s);
@@ -90,9 +116,9 @@ TEST_CASE("two processes: TP and PP mappings move every byte of every rank", "[e
   INFO("prefill output:\n" << prefill->output());
   CHECK(drc == 0);
   CHECK(prc == 0);
-  CHECK_THAT(decode.output(), Catch::Contains("24 Success, 0 Failed, 24 verified byte for byte, "
+  CHECK_THAT(decode.output(), Catch::Contains("16 Success, 0 Failed, 16 verified byte for byte, "
                                               "0 corrupted, 0 disagreements"));
-  CHECK_THAT(prefill->output(), Catch::Contains("24 Success, 0 Failed, 0 disagreements"));
+  CHECK_THAT(prefill->output(), Catch::Contains("16 Success, 0 Failed, 0 disagreements"));
 }
 
 TEST_CASE("two processes: a page size mismatch is refused at handshake on both sides",
