@@ -7,7 +7,7 @@
 
 #include "actors/log.hpp"
 #include "actors/plan/tp_mapping.hpp"
-#include "actors/rank/room_publish.hpp"
+#include "actors/rank/room_steps.hpp"
 #include "actors/remote_lookup.hpp"
 #include "messages/room.hpp"
 #include "messages/scheduler.hpp"
@@ -32,16 +32,6 @@ void sync(self_ptr self, decode_room& room) {
   publish(self, room.slot(), room.key(), room.fsm());
 }
 
-void conclude(self_ptr self, decode_room& room, kv_poll outcome, const failure& why) {
-  auto& fsm = room.fsm();
-  bool changed = outcome == kv_poll::success ? fsm.succeed() : fsm.fail(why);
-  if (changed && outcome == kv_poll::success)
-    log().debug("{} {}: Success", who(self), to_string(room.key()));
-  else if (changed)
-    log().info("{} {}: Failed: {}", who(self), to_string(room.key()), to_string(why));
-  sync(self, room);
-}
-
 /// A fault this rank saw in a room: the decider decides. Without a decider
 /// to reach, the rank concludes alone.
 void report(self_ptr self, decode_room& room, failure why) {
@@ -50,7 +40,7 @@ void report(self_ptr self, decode_room& room, failure why) {
     return;  // the first root cause was already reported
   auto& st = self->state;
   if (!st.registered) {
-    conclude(self, room, kv_poll::failed, why);
+    conclude(self, self->state.cfg.self, room, kv_poll::failed, why);
     return;
   }
   log().info("{} {}: reporting to the decider: {}", who(self), to_string(room.key()),
@@ -322,11 +312,6 @@ void maybe_finish(self_ptr self, decode_room& room) {
   sync(self, room);
 }
 
-caf::error unknown_room(self_ptr self, uint64_t id) {
-  return make_error(errc::unknown_room, "room " + std::to_string(id) + " is not open on " +
-                                            to_string(self->state.cfg.self));
-}
-
 decode_room* find(self_ptr self, const room_key& key) {
   auto i = self->state.rooms.find(key.room);
   if (i == self->state.rooms.end() || i->second.key().generation != key.generation)
@@ -345,7 +330,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
                 st.cfg.self};
     for (auto& [id, room] : st.rooms)
       if (!room.fsm().terminal())
-        conclude(self, room, kv_poll::failed, why);
+        conclude(self, self->state.cfg.self, room, kv_poll::failed, why);
     self->delayed_send(self, register_retry, register_atom_v);
     return;
   }
@@ -412,7 +397,7 @@ decode_rank_actor::behavior_type decode_rank(
       [self](receiver_init& msg) -> caf::result<void> {
         auto i = self->state.rooms.find(msg.room);
         if (i == self->state.rooms.end())
-          return unknown_room(self, msg.room);
+          return unknown_room(self->state.cfg.self, msg.room);
         auto& room = i->second;
         if (auto bad = room.init(std::move(msg.dst_pages), msg.aux_slot, std::move(msg.states))) {
           report(self, room, std::move(*bad));
@@ -428,7 +413,7 @@ decode_rank_actor::behavior_type decode_rank(
       [self](room_abort_atom, uint64_t id) -> caf::result<void> {
         auto i = self->state.rooms.find(id);
         if (i == self->state.rooms.end())
-          return unknown_room(self, id);
+          return unknown_room(self->state.cfg.self, id);
         report(self, i->second,
                failure{errc::aborted, "aborted by the decode scheduler", self->state.cfg.self});
         return caf::unit;
@@ -437,7 +422,7 @@ decode_rank_actor::behavior_type decode_rank(
         auto& st = self->state;
         auto i = st.rooms.find(id);
         if (i == st.rooms.end())
-          return unknown_room(self, id);
+          return unknown_room(self->state.cfg.self, id);
         auto& room = i->second;
         if (!room.fsm().terminal())
           report(self, room,
@@ -452,9 +437,8 @@ decode_rank_actor::behavior_type decode_rank(
       [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
         auto i = self->state.rooms.find(id);
         if (i == self->state.rooms.end())
-          return unknown_room(self, id);
-        auto& fsm = i->second.fsm();
-        return room_status{i->second.key(), fsm.state(), fsm.why()};
+          return unknown_room(self->state.cfg.self, id);
+        return status_of(i->second);
       },
       // -- prefill ranks --------------------------------------------------------
       [self](chunk_landed& msg) {
@@ -484,7 +468,7 @@ decode_rank_actor::behavior_type decode_rank(
         auto& room = i->second;
         room.set_generation(msg.key.generation);
         if (room.key() == msg.key)
-          conclude(self, room, msg.outcome, msg.why);
+          conclude(self, self->state.cfg.self, room, msg.outcome, msg.why);
       },
       // -- timers ---------------------------------------------------------------
       [self](deadline_atom, uint64_t id, uint64_t epoch) {
@@ -498,7 +482,7 @@ decode_rank_actor::behavior_type decode_rank(
                          ? failure{errc::peer_down, room.fsm().stuck_cause(room.key()), st.cfg.self}
                          : room.reported();
           log().warn("{} {}", who(self), room.fsm().stuck_cause(room.key()));
-          conclude(self, room, kv_poll::failed, why);
+          conclude(self, self->state.cfg.self, room, kv_poll::failed, why);
           return;
         }
         failure why{errc::deadline, room.fsm().stuck_cause(room.key()), st.cfg.self};

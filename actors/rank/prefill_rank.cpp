@@ -6,7 +6,7 @@
 
 #include "actors/log.hpp"
 #include "actors/plan/tp_mapping.hpp"
-#include "actors/rank/room_publish.hpp"
+#include "actors/rank/room_steps.hpp"
 #include "actors/remote_lookup.hpp"
 #include "messages/scheduler.hpp"
 #include "messages/transfer.hpp"
@@ -31,17 +31,6 @@ void sync(self_ptr self, prefill_room& room) {
   publish(self, room.slot(), room.key(), room.fsm());
 }
 
-/// Concludes a room with the decider's verdict (or its own, when alone).
-void conclude(self_ptr self, prefill_room& room, kv_poll outcome, const failure& why) {
-  auto& fsm = room.fsm();
-  bool changed = outcome == kv_poll::success ? fsm.succeed() : fsm.fail(why);
-  if (changed && outcome == kv_poll::success)
-    log().debug("{} {}: Success", who(self), to_string(room.key()));
-  else if (changed)
-    log().info("{} {}: Failed: {}", who(self), to_string(room.key()), to_string(why));
-  sync(self, room);
-}
-
 /// A fault this rank saw in a room: the room's decider decides; without one
 /// (no decode rank has asked for the room yet) the rank concludes alone.
 void report(self_ptr self, prefill_room& room, failure why) {
@@ -50,7 +39,7 @@ void report(self_ptr self, prefill_room& room, failure why) {
     return;  // the first root cause was already reported
   auto d = self->state.deciders.find(room.id());
   if (d == self->state.deciders.end()) {
-    conclude(self, room, kv_poll::failed, why);
+    conclude(self, self->state.cfg.self, room, kv_poll::failed, why);
     return;
   }
   log().info("{} {}: reporting to its decider: {}", who(self), to_string(room.key()),
@@ -211,11 +200,6 @@ void register_with_bootstrap(self_ptr self) {
       });
 }
 
-caf::error unknown_room(self_ptr self, uint64_t id) {
-  return make_error(errc::unknown_room, "room " + std::to_string(id) + " is not open on " +
-                                            to_string(self->state.cfg.self));
-}
-
 void on_down(self_ptr self, const caf::down_msg& dm) {
   auto& st = self->state;
   auto level =
@@ -226,7 +210,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
       continue;
     auto r = st.rooms.find(id);
     if (r != st.rooms.end() && !r->second.fsm().terminal())
-      conclude(self, r->second, kv_poll::failed,
+      conclude(self, self->state.cfg.self, r->second, kv_poll::failed,
                failure{errc::peer_down,
                        "the decider of " + to_string(r->second.key()) + " went down (" +
                            caf::to_string(dm.reason) + ")",
@@ -284,7 +268,7 @@ prefill_rank_actor::behavior_type prefill_rank(
               self->monitor(entry.request.decider);
             }
             room.adopt(entry.verdict->key.generation);
-            conclude(self, room, entry.verdict->outcome, entry.verdict->why);
+            conclude(self, self->state.cfg.self, room, entry.verdict->outcome, entry.verdict->why);
             return;
           }
           for (auto& req : entry.requests)
@@ -296,7 +280,7 @@ prefill_rank_actor::behavior_type prefill_rank(
       [self](sender_init& msg) -> caf::result<void> {
         auto i = self->state.rooms.find(msg.room);
         if (i == self->state.rooms.end())
-          return unknown_room(self, msg.room);
+          return unknown_room(self->state.cfg.self, msg.room);
         if (auto bad = i->second.init(msg.num_pages, msg.aux_slot))
           report(self, i->second, std::move(*bad));
         else
@@ -306,7 +290,7 @@ prefill_rank_actor::behavior_type prefill_rank(
       [self](chunk_send& msg) -> caf::result<void> {
         auto i = self->state.rooms.find(msg.room);
         if (i == self->state.rooms.end())
-          return unknown_room(self, msg.room);
+          return unknown_room(self->state.cfg.self, msg.room);
         if (auto bad = i->second.accept(std::move(msg.pages), msg.last, std::move(msg.states)))
           report(self, i->second, std::move(*bad));
         else
@@ -316,7 +300,7 @@ prefill_rank_actor::behavior_type prefill_rank(
       [self](room_abort_atom, uint64_t id) -> caf::result<void> {
         auto i = self->state.rooms.find(id);
         if (i == self->state.rooms.end())
-          return unknown_room(self, id);
+          return unknown_room(self->state.cfg.self, id);
         report(self, i->second,
                failure{errc::aborted, "aborted by the prefill scheduler", self->state.cfg.self});
         return caf::unit;
@@ -325,7 +309,7 @@ prefill_rank_actor::behavior_type prefill_rank(
         auto& st = self->state;
         auto i = st.rooms.find(id);
         if (i == st.rooms.end())
-          return unknown_room(self, id);
+          return unknown_room(self->state.cfg.self, id);
         auto& room = i->second;
         if (!room.fsm().terminal())
           report(self, room,
@@ -340,9 +324,8 @@ prefill_rank_actor::behavior_type prefill_rank(
       [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
         auto i = self->state.rooms.find(id);
         if (i == self->state.rooms.end())
-          return unknown_room(self, id);
-        auto& fsm = i->second.fsm();
-        return room_status{i->second.key(), fsm.state(), fsm.why()};
+          return unknown_room(self->state.cfg.self, id);
+        return status_of(i->second);
       },
       // -- decode ranks ---------------------------------------------------------
       [self](dest_registration& reg) -> caf::result<dest_accepted> {
@@ -379,7 +362,7 @@ prefill_rank_actor::behavior_type prefill_rank(
           auto& room = i->second;
           room.adopt(v.key.generation);
           if (room.key().generation == v.key.generation)
-            conclude(self, room, v.outcome, v.why);
+            conclude(self, self->state.cfg.self, room, v.outcome, v.why);
           return;
         }
         // A verdict for a room this rank already cleared changes nothing.
@@ -429,7 +412,7 @@ prefill_rank_actor::behavior_type prefill_rank(
           auto why = room.reported() ? room.reported()
                                      : failure{errc::peer_down, room.fsm().stuck_cause(room.key()),
                                                st.cfg.self};
-          conclude(self, room, kv_poll::failed, why);
+          conclude(self, self->state.cfg.self, room, kv_poll::failed, why);
           return;
         }
         report(self, room,

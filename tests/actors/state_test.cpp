@@ -21,8 +21,8 @@ struct state_fixture : instance_fixture {
     for (size_t c = 0; c < idx.size(); ++c)
       for (uint32_t b = 0; b < pool.state_specs()[c].buffers; ++b)
         for (uint32_t i = 0; i < idx[c].size(); ++i)
-          apps::fill_state(pool.state_item(c, b, idx[c][i]), pool.state_specs()[c].item_bytes,
-                           seed, room, static_cast<uint32_t>(c), b, i);
+          apps::fill_state(pool.state_item(c, b, idx[c][i]), pool.state_specs()[c].item_bytes, seed,
+                           room, static_cast<uint32_t>(c), b, i);
   }
 
   bool holds_states(const apps::host_pool& pool, uint64_t room,
@@ -30,9 +30,8 @@ struct state_fixture : instance_fixture {
     for (size_t c = 0; c < idx.size(); ++c)
       for (uint32_t b = 0; b < pool.state_specs()[c].buffers; ++b)
         for (uint32_t i = 0; i < idx[c].size(); ++i)
-          if (!apps::check_state(pool.state_item(c, b, idx[c][i]),
-                                 pool.state_specs()[c].item_bytes, seed, room,
-                                 static_cast<uint32_t>(c), b, i))
+          if (!apps::check_state(pool.state_item(c, b, idx[c][i]), pool.state_specs()[c].item_bytes,
+                                 seed, room, static_cast<uint32_t>(c), b, i))
             return false;
     return true;
   }

@@ -1,0 +1,56 @@
+// The steps both rank actors take with a room, whatever its side: mirror its
+// state into the slot the scheduler polls and arm its deadline, conclude it,
+// answer a poll, refuse a room that is not open.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "actors/log.hpp"
+#include "actors/rank/room_fsm.hpp"
+#include "messages/failure.hpp"
+#include "messages/handles.hpp"
+#include "messages/poll_snapshot.hpp"
+#include "messages/scheduler.hpp"
+
+namespace kvferry {
+
+/// Mirrors `fsm` into `slot` (when there is one) and schedules its deadline as
+/// (deadline_atom, room id, epoch) to `self`.
+template <class Self>
+void publish(Self* self, const room_slot_ptr& slot, const room_key& key, room_fsm& fsm) {
+  if (slot) {
+    if (fsm.state() == kv_poll::failed)
+      slot->fail(key, fsm.why());
+    else
+      slot->advance(fsm.state());
+  }
+  if (auto t = fsm.take_timer())
+    self->delayed_send(self, t->after, deadline_atom_v, key.room, t->epoch);
+}
+
+/// Concludes a room (`Room` has key(), fsm() and slot()) and publishes it.
+template <class Self, class Room>
+void conclude(Self* self, const rank_ref& me, Room& room, kv_poll outcome, const failure& why) {
+  auto& fsm = room.fsm();
+  bool changed = outcome == kv_poll::success ? fsm.succeed() : fsm.fail(why);
+  if (changed && outcome == kv_poll::success)
+    log().debug("[{}] {}: Success", to_string(me), to_string(room.key()));
+  else if (changed)
+    log().info("[{}] {}: Failed: {}", to_string(me), to_string(room.key()), to_string(why));
+  publish(self, room.slot(), room.key(), fsm);
+}
+
+/// The answer to a poll by message.
+template <class Room>
+room_status status_of(const Room& room) {
+  return room_status{room.key(), room.fsm().state(), room.fsm().why()};
+}
+
+/// The error for a message about a room that is not open on `me`.
+inline caf::error unknown_room(const rank_ref& me, uint64_t id) {
+  return make_error(errc::unknown_room,
+                    "room " + std::to_string(id) + " is not open on " + to_string(me));
+}
+
+}  // namespace kvferry
