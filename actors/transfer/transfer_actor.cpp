@@ -91,9 +91,28 @@ void post_aux(self_ptr self, uint64_t id) {
     post(self, id, std::move(plan), true);
 }
 
-void on_job(self_ptr self, chunk_job& job) {
+/// Forgets a job that threw half way: its batches, and the KV it counted in
+/// flight. A completion that still comes for one of its batches is ignored.
+void abandon(self_ptr self, uint64_t id) {
   auto& st = self->state;
-  auto id = st.next_id++;
+  auto j = st.jobs.find(id);
+  if (j == st.jobs.end())
+    return;
+  auto room_peer = std::make_pair(j->second.meta.key, j->second.meta.peer);
+  for (auto b = st.batches.begin(); b != st.batches.end();) {
+    if (b->second.first != id) {
+      ++b;
+      continue;
+    }
+    if (!b->second.second && --st.kv_in_flight[room_peer] == 0)
+      st.kv_in_flight.erase(room_peer);
+    b = st.batches.erase(b);
+  }
+  st.jobs.erase(j);
+}
+
+void on_job(self_ptr self, uint64_t id, chunk_job& job) {
+  auto& st = self->state;
   auto& j = st.jobs[id];
   j.meta = std::move(job);
   j.reply_to = caf::actor_cast<prefill_rank_actor>(self->current_sender());
@@ -210,10 +229,12 @@ transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer
         auto key = job.key;
         auto peer = job.peer;
         auto chunk = job.chunk;
+        auto id = self->state.next_id++;
         try {
-          on_job(self, job);
+          on_job(self, id, job);
         } catch (const std::exception& e) {
           // Never let one room's error take the actor down: fail that room.
+          abandon(self, id);
           chunk_result r;
           r.key = key;
           r.peer = peer;
