@@ -27,6 +27,7 @@ using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using topology_atom = caf::atom_constant<caf::atom("topology")>;
 using register_atom = caf::atom_constant<caf::atom("register")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
+using quiesce_atom = caf::atom_constant<caf::atom("quiesce")>;
 
 constexpr room_open_atom room_open_atom_v{};
 constexpr room_abort_atom room_abort_atom_v{};
@@ -37,6 +38,7 @@ constexpr retry_atom retry_atom_v{};
 constexpr topology_atom topology_atom_v{};
 constexpr register_atom register_atom_v{};
 constexpr expire_atom expire_atom_v{};
+constexpr quiesce_atom quiesce_atom_v{};
 
 // -- message types (defined in bootstrap.hpp, room.hpp, scheduler.hpp, transfer.hpp)
 
@@ -86,9 +88,9 @@ using decode_rank_actor = caf::typed_actor<
     // the decider
     caf::reacts_to<room_keyed>, caf::reacts_to<room_verdict>,
     // own timers: (room, epoch) deadlines, topology retries (peer key),
-    // decider registration retries
+    // decider registration retries, fences still waiting to close
     caf::reacts_to<deadline_atom, uint64_t, uint64_t>, caf::reacts_to<retry_atom, std::string>,
-    caf::reacts_to<register_atom>>;
+    caf::reacts_to<register_atom>, caf::reacts_to<quiesce_atom>>;
 
 /// The decider of a decode instance: one verdict per room for every rank of
 /// both instances that takes part in it.

@@ -35,6 +35,10 @@ class room_slot {
   /// The room's error once it is Failed; nullopt before.
   std::optional<transfer_error> error() const;
 
+  /// True once the room's pages may be reused: it concluded and no write
+  /// into them (decode) or out of them (prefill) can still happen.
+  bool released() const noexcept { return released_.load(std::memory_order_acquire); }
+
   // -- rank actor side --------------------------------------------------------
 
   /// Moves the state up to `to` (not into Failed). Returns false when `to` is
@@ -45,8 +49,12 @@ class room_slot {
   /// the slot was already terminal.
   bool fail(const room_key& room, failure why);
 
+  /// Marks the room's pages reusable (after it concluded).
+  void release() noexcept { released_.store(true, std::memory_order_release); }
+
  private:
   std::atomic<uint8_t> state_{static_cast<uint8_t>(kv_poll::bootstrapping)};
+  std::atomic<bool> released_{false};
   mutable std::mutex mu_;  // guards error_
   std::optional<transfer_error> error_;
 };

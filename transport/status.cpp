@@ -26,6 +26,8 @@ std::string_view to_string(code c) {
       return "io_error";
     case code::shut_down:
       return "shut_down";
+    case code::fenced:
+      return "fenced";
   }
   return "unknown_code";
 }

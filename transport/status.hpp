@@ -26,6 +26,7 @@ enum class code : uint8_t {
   protocol_error = 8,    ///< the peer spoke something else
   io_error = 9,          ///< a local system call failed
   shut_down = 10,        ///< the transport is closing
+  fenced = 11,           ///< the receiver closed the batch's fence: its memory was released
 };
 
 /// "out_of_bounds", ...
@@ -52,6 +53,7 @@ class [[nodiscard]] status {
   static status protocol_error(std::string msg) { return {code::protocol_error, std::move(msg)}; }
   static status io_error(std::string msg) { return {code::io_error, std::move(msg)}; }
   static status shut_down(std::string msg) { return {code::shut_down, std::move(msg)}; }
+  static status fenced(std::string msg) { return {code::fenced, std::move(msg)}; }
 
   /// Builds a status from a code read off the wire.
   static status from(code c, std::string msg) { return {c, std::move(msg)}; }

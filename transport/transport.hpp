@@ -74,6 +74,22 @@ class transport {
 
   /// Sets where completions go. Call before the first post.
   virtual void set_completion_handler(completion_handler handler) = 0;
+
+  // -- receiving side --------------------------------------------------------
+
+  /// Opens fence `token`: batches posted with it are accepted from now on.
+  virtual void open_fence(uint64_t token) = 0;
+
+  /// Closes fence `token`: no batch with it starts writing after this call
+  /// (it fails with code::fenced). Returns true once no batch with it is
+  /// still writing either, so nothing with it can land any more; false
+  /// while one that started before is in progress (call again, or
+  /// disconnect its sender). Never blocks.
+  virtual bool close_fence(uint64_t token) = 0;
+
+  /// Closes the connections from the peer whose endpoint is `endpoint`; a
+  /// batch it is in the middle of stops where it is. It may connect again.
+  virtual void disconnect(const std::string& endpoint) = 0;
 };
 
 }  // namespace kvferry::transport

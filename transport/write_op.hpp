@@ -24,10 +24,13 @@ struct write_op {
   friend bool operator==(const write_op&, const write_op&) = default;
 };
 
-/// Writes posted together. `cookie` is the caller's, returned in the completion.
+/// Writes posted together. `cookie` is the caller's, returned in the
+/// completion; `fence` (0: none) must be open at the receiver for the batch
+/// to be written (see transport::open_fence).
 struct write_batch {
   uint64_t cookie = 0;
   std::vector<write_op> ops;
+  uint64_t fence = 0;
 
   /// Sum of the lengths of all ops.
   uint64_t bytes() const {

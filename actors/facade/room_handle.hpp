@@ -54,6 +54,11 @@ class room_handle {
   /// The room's error once poll() is Failed: room, cause and origin rank.
   std::optional<transfer_error> failure() const { return slot_->error(); }
 
+  /// True once the room's pages may be reused: it concluded, and no write
+  /// into them (receiver) or out of them (sender) can still happen, even
+  /// from a peer that failed half way. Free the pages only then.
+  bool released() const { return slot_->released(); }
+
   /// Fails the room on every participating rank (cause: aborted).
   void abort() { caf::anon_send(rank_, room_abort_atom_v, room_); }
 

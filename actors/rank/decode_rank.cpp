@@ -32,6 +32,42 @@ void sync(self_ptr self, decode_room& room) {
   publish(self, room.slot(), room.key(), room.fsm());
 }
 
+constexpr auto quiesce_every = std::chrono::milliseconds{10};
+
+void arm_quiesce(self_ptr self) {
+  if (self->state.quiesce_armed || self->state.draining.empty())
+    return;
+  self->state.quiesce_armed = true;
+  self->delayed_send(self, quiesce_every, quiesce_atom_v);
+}
+
+/// Closes the room's fence: once nothing with it can land, its pages are
+/// released to the scheduler. A room that never sent its requests never
+/// opened one.
+void release(self_ptr self, decode_room& room) {
+  auto& st = self->state;
+  auto token = room.key().generation;
+  if (!room.requested() || st.cfg.net->close_fence(token)) {
+    if (room.slot())
+      room.slot()->release();
+    return;
+  }
+  decode_rank_state::drain d{room.slot(), {}, self->clock().now(), false};
+  for (auto& s : room.sources())
+    if (!s.dummy)
+      d.writers.push_back(s.endpoint);
+  st.draining.insert_or_assign(token, std::move(d));
+  arm_quiesce(self);
+}
+
+/// Concludes a room with the decider's verdict, then releases its pages.
+void settle(self_ptr self, decode_room& room, kv_poll outcome, const failure& why) {
+  bool was = room.fsm().terminal();
+  conclude(self, self->state.cfg.self, room, outcome, why);
+  if (!was && room.fsm().terminal())
+    release(self, room);
+}
+
 /// A fault this rank saw in a room: the decider decides. Without a decider
 /// to reach, the rank concludes alone.
 void report(self_ptr self, decode_room& room, failure why) {
@@ -40,7 +76,7 @@ void report(self_ptr self, decode_room& room, failure why) {
     return;  // the first root cause was already reported
   auto& st = self->state;
   if (!st.registered) {
-    conclude(self, self->state.cfg.self, room, kv_poll::failed, why);
+    settle(self, room, kv_poll::failed, why);
     return;
   }
   log().info("{} {}: reporting to the decider: {}", who(self), to_string(room.key()),
@@ -76,6 +112,8 @@ void join(self_ptr self, decode_room& room) {
 void send_requests(self_ptr self, decode_room& room) {
   auto& st = self->state;
   auto& peer = st.peers.at(room.peer());
+  // Writes for this room land only while its fence is open.
+  st.cfg.net->open_fence(room.key().generation);
   for (auto& src : room.sources()) {
     room_request req{room.key(), st.cfg.self, st.decider, {}, no_aux_slot, {}, src.dummy};
     if (!src.dummy)
@@ -205,7 +243,7 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
       refuse(self, key, failure{bad->code, bad->cause, me});
       return;
     }
-    peer.sources.push_back({reg->rank, s.dummy, s.writes_aux});
+    peer.sources.push_back({reg->rank, s.dummy, s.writes_aux, reg->data_endpoint});
     peer.handles.emplace(reg->rank, reg->handle);
   }
   for (auto& src : peer.sources) {
@@ -330,7 +368,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
                 st.cfg.self};
     for (auto& [id, room] : st.rooms)
       if (!room.fsm().terminal())
-        conclude(self, self->state.cfg.self, room, kv_poll::failed, why);
+        settle(self, room, kv_poll::failed, why);
     self->delayed_send(self, register_retry, register_atom_v);
     return;
   }
@@ -431,6 +469,10 @@ decode_rank_actor::behavior_type decode_rank(
                          st.cfg.self});
         if (st.registered)
           self->send(st.decider, room_leave{room.key(), st.cfg.self});
+        // Cleared before its verdict: nothing more may land in its pages.
+        if (!room.fsm().terminal() || !room.slot() || !room.slot()->released())
+          if (!st.draining.count(room.key().generation))
+            release(self, room);
         st.rooms.erase(i);
         return caf::unit;
       },
@@ -468,7 +510,7 @@ decode_rank_actor::behavior_type decode_rank(
         auto& room = i->second;
         room.set_generation(msg.key.generation);
         if (room.key() == msg.key)
-          conclude(self, self->state.cfg.self, room, msg.outcome, msg.why);
+          settle(self, room, msg.outcome, msg.why);
       },
       // -- timers ---------------------------------------------------------------
       [self](deadline_atom, uint64_t id, uint64_t epoch) {
@@ -482,7 +524,7 @@ decode_rank_actor::behavior_type decode_rank(
                          ? failure{errc::peer_down, room.fsm().stuck_cause(room.key()), st.cfg.self}
                          : room.reported();
           log().warn("{} {}", who(self), room.fsm().stuck_cause(room.key()));
-          conclude(self, self->state.cfg.self, room, kv_poll::failed, why);
+          settle(self, room, kv_poll::failed, why);
           return;
         }
         failure why{errc::deadline, room.fsm().stuck_cause(room.key()), st.cfg.self};
@@ -501,6 +543,29 @@ decode_rank_actor::behavior_type decode_rank(
       [self](register_atom) {
         if (!self->state.registered)
           register_with_decider(self);
+      },
+      [self](quiesce_atom) {
+        auto& st = self->state;
+        st.quiesce_armed = false;
+        auto now = self->clock().now();
+        for (auto i = st.draining.begin(); i != st.draining.end();) {
+          auto& d = i->second;
+          if (st.cfg.net->close_fence(i->first)) {
+            if (d.slot)
+              d.slot->release();
+            i = st.draining.erase(i);
+            continue;
+          }
+          // A writer stuck half way through a batch (frozen, partitioned):
+          // cut it off, so that its batch stops where it is.
+          if (!d.cut && now - d.since >= st.cfg.limits.verdict) {
+            for (auto& w : d.writers)
+              st.cfg.net->disconnect(w);
+            d.cut = true;
+          }
+          ++i;
+        }
+        arm_quiesce(self);
       },
   };
 }

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <caf/actor_clock.hpp>
+
 #include "actors/rank/deadlines.hpp"
 #include "actors/rank/decode_room.hpp"
 #include "actors/rank/local_pool.hpp"
@@ -55,8 +57,19 @@ struct decode_rank_state {
     bool in_flight = false;  // a resolve is running
   };
 
+  /// A concluded room whose fence is not quiet yet: a write may still be
+  /// landing in its pages. Its slot turns released once the fence is quiet.
+  struct drain {
+    room_slot_ptr slot;
+    std::vector<std::string> writers;  // endpoints of its writing sources
+    caf::actor_clock::time_point since;
+    bool cut = false;  // the writers were disconnected
+  };
+
   decode_rank_config cfg;
   std::map<uint64_t, decode_room> rooms;
+  std::map<uint64_t, drain> draining;  // by fence token (the room generation)
+  bool quiesce_armed = false;
   std::map<std::string, prefill_peer> peers;  // by bootstrap_locator::key()
   decider_actor decider;
   bool registered = false;

@@ -21,6 +21,7 @@ struct room_source {
   rank_ref rank;
   bool dummy = false;       ///< takes part, writes nothing into this rank
   bool writes_aux = false;  ///< writes the aux row and the states
+  std::string endpoint;     ///< its data-plane endpoint (to cut it off)
 };
 
 class decode_room {
@@ -62,7 +63,7 @@ class decode_room {
   bool announced() const { return announced_; }
   void mark_announced() { announced_ = true; }
 
-  /// True once the requests went to the sources.
+  /// True once the requests went to the sources (and the room's fence is open).
   bool requested() const { return requested_; }
   void mark_requested() { requested_ = true; }
 

@@ -26,9 +26,19 @@ std::string who(self_ptr self) {
   return "[" + to_string(self->state.cfg.self) + "]";
 }
 
-/// Mirrors the room's state into its published slot and schedules its deadline.
+/// Mirrors the room's state into its published slot and schedules its
+/// deadline; a concluded room with no write in flight releases its pages.
 void sync(self_ptr self, prefill_room& room) {
   publish(self, room.slot(), room.key(), room.fsm());
+  if (room.fsm().terminal() && room.in_flight() == 0 && room.slot())
+    room.slot()->release();
+}
+
+/// Concludes a room with the decider's verdict (or alone), and releases its
+/// source pages once no write of it is in flight.
+void settle(self_ptr self, prefill_room& room, kv_poll outcome, const failure& why) {
+  conclude(self, self->state.cfg.self, room, outcome, why);
+  sync(self, room);
 }
 
 /// A fault this rank saw in a room: the room's decider decides; without one
@@ -39,7 +49,7 @@ void report(self_ptr self, prefill_room& room, failure why) {
     return;  // the first root cause was already reported
   auto d = self->state.deciders.find(room.id());
   if (d == self->state.deciders.end()) {
-    conclude(self, self->state.cfg.self, room, kv_poll::failed, why);
+    settle(self, room, kv_poll::failed, why);
     return;
   }
   log().info("{} {}: reporting to its decider: {}", who(self), to_string(room.key()),
@@ -210,11 +220,11 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
       continue;
     auto r = st.rooms.find(id);
     if (r != st.rooms.end() && !r->second.fsm().terminal())
-      conclude(self, self->state.cfg.self, r->second, kv_poll::failed,
-               failure{errc::peer_down,
-                       "the decider of " + to_string(r->second.key()) + " went down (" +
-                           caf::to_string(dm.reason) + ")",
-                       st.cfg.self});
+      settle(self, r->second, kv_poll::failed,
+             failure{errc::peer_down,
+                     "the decider of " + to_string(r->second.key()) + " went down (" +
+                         caf::to_string(dm.reason) + ")",
+                     st.cfg.self});
   }
   for (auto i = st.peers.begin(); i != st.peers.end();) {
     if (i->second.handle.address() != dm.source) {
@@ -241,6 +251,8 @@ prefill_rank_actor::behavior_type prefill_rank(
     prefill_rank_actor::stateful_pointer<prefill_rank_state> self, prefill_rank_config cfg) {
   self->state.cfg = std::move(cfg);
   self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
+  // The transfer actor lives and dies with its rank: no orphan keeps writing.
+  self->link_to(self->state.cfg.transfer);
   if (!self->state.cfg.bootstrap.host.empty() || self->state.cfg.bootstrap.handle)
     register_with_bootstrap(self);
   return {
@@ -268,7 +280,7 @@ prefill_rank_actor::behavior_type prefill_rank(
               self->monitor(entry.request.decider);
             }
             room.adopt(entry.verdict->key.generation);
-            conclude(self, self->state.cfg.self, room, entry.verdict->outcome, entry.verdict->why);
+            settle(self, room, entry.verdict->outcome, entry.verdict->why);
             return;
           }
           for (auto& req : entry.requests)
@@ -362,7 +374,7 @@ prefill_rank_actor::behavior_type prefill_rank(
           auto& room = i->second;
           room.adopt(v.key.generation);
           if (room.key().generation == v.key.generation)
-            conclude(self, self->state.cfg.self, room, v.outcome, v.why);
+            settle(self, room, v.outcome, v.why);
           return;
         }
         // A verdict for a room this rank already cleared changes nothing.
@@ -388,6 +400,7 @@ prefill_rank_actor::behavior_type prefill_rank(
         bool dest_done = room.landed(r.peer);
         if (r.why) {
           report(self, room, std::move(r.why));
+          sync(self, room);  // a concluded room may release its pages now
           return;
         }
         if (auto p = st.peers.find(r.peer); p != st.peers.end())
@@ -412,7 +425,7 @@ prefill_rank_actor::behavior_type prefill_rank(
           auto why = room.reported() ? room.reported()
                                      : failure{errc::peer_down, room.fsm().stuck_cause(room.key()),
                                                st.cfg.self};
-          conclude(self, self->state.cfg.self, room, kv_poll::failed, why);
+          settle(self, room, kv_poll::failed, why);
           return;
         }
         report(self, room,

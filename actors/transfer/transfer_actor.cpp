@@ -57,7 +57,10 @@ bool post(self_ptr self, uint64_t id, write_plan plan, bool is_aux) {
   st.batches.emplace(cookie, std::make_pair(id, is_aux));
   if (!is_aux)
     ++st.kv_in_flight[{j.meta.key, j.meta.peer}];
-  auto rc = st.net->post(peer.id, transport::write_batch{cookie, std::move(plan.ops)});
+  // The room's generation is its fence: the decode side refuses it once the
+  // room's pages are released.
+  auto rc = st.net->post(
+      peer.id, transport::write_batch{cookie, std::move(plan.ops), j.meta.key.generation});
   if (rc.ok())
     return true;
   // Not posted: no completion will come for it.

@@ -37,6 +37,9 @@ class faulty_transport final : public tp::transport {
   tp::result<tp::peer_id> connect(const std::string& endpoint) override {
     return inner_->connect(endpoint);
   }
+  void open_fence(uint64_t token) override { inner_->open_fence(token); }
+  bool close_fence(uint64_t token) override { return inner_->close_fence(token); }
+  void disconnect(const std::string& endpoint) override { inner_->disconnect(endpoint); }
   void set_completion_handler(tp::completion_handler h) override {
     handler_ = h;
     inner_->set_completion_handler(std::move(h));

@@ -171,6 +171,31 @@ TEST_CASE("backends: writes land, refusals name the values, completions come onc
     CHECK_THAT(bad.error().message(), Catch::Contains("'nonsense'"));
   }
 
+  SECTION("a batch writes only while its fence is open at the receiver") {
+    write_batch b{1, {{p.src_id, 0, p.dst_id, 0, 16}}, 77};
+    REQUIRE(p.a->post(p.to_b, b).ok());  // never opened
+    REQUIRE(p.log.wait(1).size() == 1);
+    p.b->open_fence(77);
+    b.cookie = 2;
+    REQUIRE(p.a->post(p.to_b, b).ok());
+    auto done = p.log.wait(2);
+    REQUIRE(done.size() == 2);
+    CHECK(done[0].result.error_code() == code::fenced);
+    CHECK(done[1].result.ok());
+    CHECK(p.landed(0, 0, 16));
+    CHECK(p.b->close_fence(77));  // nothing with it in progress
+    b = write_batch{3, {{p.src_id, 0, p.dst_id, 32, 16}}, 77};
+    REQUIRE(p.a->post(p.to_b, b).ok());
+    done = p.log.wait(3);
+    REQUIRE(done.size() == 3);
+    CHECK(done[2].result.error_code() == code::fenced);
+    CHECK_THAT(done[2].result.message(), Catch::Contains("fence 77 is closed"));
+    CHECK(p.zero(32, 16));
+    // Fence 0 is no fence: always written.
+    REQUIRE(p.a->post(p.to_b, write_batch{4, {{p.src_id, 0, p.dst_id, 64, 8}}, 0}).ok());
+    CHECK(p.log.wait(4)[3].result.ok());
+  }
+
   SECTION("invalid regions are refused") {
     CHECK(p.a->register_region(nullptr, 64).error().error_code() == code::invalid_argument);
     CHECK(p.a->register_region(p.src.data(), 0).error().error_code() == code::invalid_argument);

@@ -92,8 +92,8 @@ TEST_CASE("tcp: a peer that breaks the wire format loses its connection only", "
   auto good = raw_client(r);
   SECTION("bad hello") {
     auto bad = raw_client(r, false);
-    uint64_t junk = 0x0123456789abcdefull;
-    std::vector<iovec> iov{{&junk, sizeof(junk)}};
+    uint64_t junk[2] = {0x0123456789abcdefull, 0x0123456789abcdefull};
+    std::vector<iovec> iov{{junk, sizeof(junk)}};
     REQUIRE(tcp::write_all(bad.get(), iov).ok());
     CHECK(closed_by_peer(bad.get()));
   }
@@ -155,6 +155,47 @@ TEST_CASE("tcp: a receiver that goes away fails the batches in flight; a new one
   CHECK(done[2].cookie == 3u);
   CHECK(done[2].result.ok());
   CHECK(r->mem[63] == std::byte{7});
+}
+
+TEST_CASE("tcp: a sender stuck in the middle of a batch holds its fence until it is cut off",
+          "[transport][tcp]") {
+  receiver_side r;
+  r.t->open_fence(9);
+  auto fd = connect_to(r.where(), 2000);
+  REQUIRE(fd.ok());
+  std::string name = "tcp://stuck:1";
+  tcp::hello h;
+  h.name_len = static_cast<uint32_t>(name.size());
+  tcp::batch_header bh;
+  bh.n_ops = 1;
+  bh.cookie = 1;
+  bh.payload_bytes = 1024;
+  bh.fence = 9;
+  tcp::op_header op{r.region, 0, 0, 1024};
+  std::vector<std::byte> part(100, std::byte{5});
+  std::vector<iovec> iov{{&h, sizeof(h)},
+                         {name.data(), name.size()},
+                         {&bh, sizeof(bh)},
+                         {&op, sizeof(op)},
+                         {part.data(), part.size()}};
+  REQUIRE(tcp::write_all(fd->get(), iov).ok());
+  // The receiver is now inside the batch, waiting for the other 924 bytes.
+  bool quiet = true;
+  for (int i = 0; i < 200 && quiet; ++i) {
+    quiet = r.t->close_fence(9);
+    if (quiet) {
+      r.t->open_fence(9);  // the batch had not started yet: try again
+      std::this_thread::sleep_for(std::chrono::milliseconds{5});
+    }
+  }
+  REQUIRE_FALSE(quiet);
+  r.t->disconnect(name);
+  for (int i = 0; i < 400 && !quiet; ++i) {
+    quiet = r.t->close_fence(9);
+    std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  }
+  CHECK(quiet);
+  CHECK(closed_by_peer(fd->get()));
 }
 
 TEST_CASE("tcp: endpoints are parsed strictly", "[transport][tcp]") {

@@ -1,5 +1,7 @@
 #include "transport/inproc/inproc_transport.hpp"
 
+#include "transport/fence.hpp"
+
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -13,10 +15,11 @@ namespace {
 
 constexpr std::string_view scheme = "inproc://";
 
-/// The part of a transport that peers reach: its regions.
+/// The part of a transport that peers reach: its regions and fences.
 struct inproc_node {
   std::string name;
   region_table regions;
+  fence_table fences;
 };
 
 /// Process-wide directory: endpoint name → live node.
@@ -104,12 +107,23 @@ class inproc_transport final : public transport {
     handler_ = std::move(handler);
   }
 
+  void open_fence(uint64_t token) override { node_->fences.open(token); }
+
+  bool close_fence(uint64_t token) override { return node_->fences.close(token); }
+
+  // Writes are copies by the posting thread: none is ever left half done.
+  void disconnect(const std::string&) override {}
+
  private:
   /// Checks every op first, then copies: a batch with one bad op writes nothing.
   status write(const std::string& peer_name, const write_batch& batch) {
     auto remote = fabric::instance().find(peer_name);
     if (!remote)
       return status::connect_failed("no live inproc endpoint '" + peer_name + "'");
+    fence_pass pass{remote->fences, batch.fence};
+    if (!pass.admitted())
+      return status::fenced("fence " + std::to_string(batch.fence) + " is closed at '" + peer_name +
+                            "': the room's memory was released");
     auto local_guard = node_->regions.guard();
     // Writing into our own regions takes one guard only (a shared_mutex must
     // not be locked twice by one thread).

@@ -38,16 +38,18 @@ status send_ack(int fd, uint64_t cookie, const status& st) {
 }  // namespace
 
 result<std::unique_ptr<tcp_receiver>> tcp_receiver::start(const std::string& host, uint16_t port,
-                                                          const region_table& regions) {
+                                                          const region_table& regions,
+                                                          fence_table& fences) {
   auto listening = listen_on(host, port);
   if (!listening.ok())
     return listening.error();
   auto [fd, bound] = std::move(listening).value();
-  return std::unique_ptr<tcp_receiver>{new tcp_receiver(std::move(fd), bound, regions)};
+  return std::unique_ptr<tcp_receiver>{new tcp_receiver(std::move(fd), bound, regions, fences)};
 }
 
-tcp_receiver::tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions)
-    : regions_(regions), listener_(std::move(listener)), port_(port) {
+tcp_receiver::tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions,
+                           fence_table& fences)
+    : regions_(regions), fences_(fences), listener_(std::move(listener)), port_(port) {
   acceptor_ = std::thread{[this] { accept_loop(); }};
 }
 
@@ -55,10 +57,15 @@ tcp_receiver::~tcp_receiver() {
   stopping_ = true;
   listener_.shutdown();
   acceptor_.join();
-  std::lock_guard guard{mu_};
-  for (auto& c : conns_)
-    c.fd.shutdown();
-  for (auto& c : conns_)
+  // Join outside the lock: a connection thread takes it to record its sender.
+  std::list<connection> conns;
+  {
+    std::lock_guard guard{mu_};
+    conns.splice(conns.end(), conns_);
+    for (auto& c : conns)
+      c.fd.shutdown();
+  }
+  for (auto& c : conns)
     c.thread.join();
 }
 
@@ -98,11 +105,26 @@ void tcp_receiver::accept_loop() {
   }
 }
 
+void tcp_receiver::disconnect(const std::string& endpoint) {
+  std::lock_guard guard{mu_};
+  for (auto& c : conns_)
+    if (!c.done && c.sender == endpoint)
+      c.fd.shutdown();
+}
+
 void tcp_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
   hello h;
-  if (!read_exact(fd, &h, sizeof(h)).ok() || h.magic != hello_magic || h.version != wire_version)
+  if (!read_exact(fd, &h, sizeof(h)).ok() || h.magic != hello_magic || h.version != wire_version ||
+      h.name_len > max_name)
     return;
+  std::string name(h.name_len, '\0');
+  if (!read_exact(fd, name.data(), name.size()).ok())
+    return;
+  {
+    std::lock_guard guard{mu_};
+    conn.sender = std::move(name);
+  }
   std::vector<op_header> ops;
   std::vector<iovec> iov;
   for (;;) {
@@ -126,9 +148,18 @@ void tcp_receiver::serve(connection& conn) {
       return;
     status verdict;
     {
+      // The fence is checked and held for the whole batch: once closed,
+      // nothing of a later batch with it lands, and close() knows whether
+      // this one is still writing.
+      fence_pass pass{fences_, bh.fence};
+      if (!pass.admitted())
+        verdict = status::fenced("fence " + std::to_string(bh.fence) +
+                                 " is closed at the receiver: the room's memory was released");
       auto held = regions_.guard();
       iov.clear();
       for (auto& op : ops) {
+        if (!verdict.ok())
+          break;
         auto dst = regions_.resolve(held, op.region, op.offset, op.length, "receiver");
         if (!dst.ok()) {
           verdict = dst.error();

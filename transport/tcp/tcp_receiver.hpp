@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "transport/fence.hpp"
 #include "transport/region.hpp"
 #include "transport/tcp/tcp_socket.hpp"
 
@@ -19,9 +20,10 @@ namespace kvferry::transport::tcp {
 
 class tcp_receiver {
  public:
-  /// Listens on host:port. `regions` must outlive the receiver.
+  /// Listens on host:port. `regions` and `fences` must outlive the receiver.
   static result<std::unique_ptr<tcp_receiver>> start(const std::string& host, uint16_t port,
-                                                     const region_table& regions);
+                                                     const region_table& regions,
+                                                     fence_table& fences);
 
   tcp_receiver(const tcp_receiver&) = delete;
   tcp_receiver& operator=(const tcp_receiver&) = delete;
@@ -31,14 +33,18 @@ class tcp_receiver {
 
   uint16_t port() const { return port_; }
 
+  /// Closes every connection from the sender named `endpoint`.
+  void disconnect(const std::string& endpoint);
+
  private:
   struct connection {
     socket_fd fd;
     std::thread thread;
     std::atomic<bool> done{false};
+    std::string sender;  ///< the sender's endpoint, from its hello (guarded by mu_)
   };
 
-  tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions);
+  tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions, fence_table& fences);
 
   void accept_loop();
   void serve(connection& conn);
@@ -46,10 +52,11 @@ class tcp_receiver {
   void reap_locked();
 
   const region_table& regions_;
+  fence_table& fences_;
   socket_fd listener_;
   uint16_t port_;
   std::atomic<bool> stopping_{false};
-  std::mutex mu_;  // guards conns_
+  mutable std::mutex mu_;  // guards conns_ and their sender names
   std::list<connection> conns_;
   std::thread acceptor_;
 };

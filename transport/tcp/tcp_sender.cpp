@@ -1,5 +1,7 @@
 #include "transport/tcp/tcp_sender.hpp"
 
+#include <algorithm>
+
 #include "transport/tcp/tcp_wire.hpp"
 
 namespace kvferry::transport::tcp {
@@ -10,10 +12,11 @@ constexpr int connect_timeout_ms = 5000;
 
 }  // namespace
 
-tcp_sender::tcp_sender(host_port where, std::string endpoint, const region_table& local,
-                       std::function<void(completion)> complete)
+tcp_sender::tcp_sender(host_port where, std::string endpoint, std::string self_name,
+                       const region_table& local, std::function<void(completion)> complete)
     : where_(std::move(where)),
       endpoint_(std::move(endpoint)),
+      self_name_(std::move(self_name)),
       local_(local),
       complete_(std::move(complete)) {
   writer_ = std::thread{[this] { writer_loop(); }};
@@ -66,7 +69,8 @@ bool tcp_sender::ensure_connected(write_batch& first) {
   status st;
   if (fd.ok()) {
     hello h;
-    std::vector<iovec> iov{{&h, sizeof(h)}};
+    h.name_len = static_cast<uint32_t>(std::min<size_t>(self_name_.size(), max_name));
+    std::vector<iovec> iov{{&h, sizeof(h)}, {const_cast<char*>(self_name_.data()), h.name_len}};
     st = write_all(fd->get(), iov);
   } else {
     st = fd.error();
@@ -116,6 +120,7 @@ void tcp_sender::writer_loop() {
     iov.clear();
     batch_header bh;
     bh.cookie = batch.cookie;
+    bh.fence = batch.fence;
     bh.n_ops = static_cast<uint32_t>(batch.ops.size());
     status bad;
     iov.push_back({&bh, sizeof(bh)});

@@ -22,9 +22,10 @@ namespace kvferry::transport::tcp {
 class tcp_sender {
  public:
   /// `local` (the transport's regions) must outlive the sender; `complete` is
-  /// called once per posted batch, from the sender's threads.
-  tcp_sender(host_port where, std::string endpoint, const region_table& local,
-             std::function<void(completion)> complete);
+  /// called once per posted batch, from the sender's threads. `self_name`
+  /// tells the receiver whose connection this is.
+  tcp_sender(host_port where, std::string endpoint, std::string self_name,
+             const region_table& local, std::function<void(completion)> complete);
 
   tcp_sender(const tcp_sender&) = delete;
   tcp_sender& operator=(const tcp_sender&) = delete;
@@ -47,6 +48,7 @@ class tcp_sender {
 
   const host_port where_;
   const std::string endpoint_;
+  const std::string self_name_;  // our own endpoint, sent in the hello
   const region_table& local_;
   const std::function<void(completion)> complete_;
 

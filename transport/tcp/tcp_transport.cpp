@@ -3,6 +3,7 @@
 #include <mutex>
 #include <vector>
 
+#include "transport/fence.hpp"
 #include "transport/tcp/tcp_receiver.hpp"
 #include "transport/tcp/tcp_sender.hpp"
 
@@ -17,7 +18,7 @@ class tcp_transport final : public transport {
 
   /// Second step of construction: the receiver refers to regions_.
   status listen(uint16_t port) {
-    auto r = tcp_receiver::start(host_, port, *regions_);
+    auto r = tcp_receiver::start(host_, port, *regions_, fences_);
     if (!r.ok())
       return r.error();
     receiver_ = std::move(r).value();
@@ -59,8 +60,8 @@ class tcp_transport final : public transport {
       return where.error();
     std::lock_guard guard{mu_};
     senders_.push_back(
-        std::make_unique<tcp_sender>(std::move(where).value(), endpoint, *regions_,
-                                     [this](completion c) { deliver(std::move(c)); }));
+        std::make_unique<tcp_sender>(std::move(where).value(), endpoint, this->endpoint(),
+                                     *regions_, [this](completion c) { deliver(std::move(c)); }));
     return static_cast<peer_id>(senders_.size() - 1);
   }
 
@@ -78,6 +79,12 @@ class tcp_transport final : public transport {
     handler_ = std::move(handler);
   }
 
+  void open_fence(uint64_t token) override { fences_.open(token); }
+
+  bool close_fence(uint64_t token) override { return fences_.close(token); }
+
+  void disconnect(const std::string& endpoint) override { receiver_->disconnect(endpoint); }
+
  private:
   void deliver(completion c) {
     completion_handler h;
@@ -91,6 +98,7 @@ class tcp_transport final : public transport {
 
   const std::string host_;
   std::unique_ptr<region_table> regions_;
+  fence_table fences_;
   std::unique_ptr<tcp_receiver> receiver_;
   std::mutex mu_;  // guards senders_
   std::vector<std::unique_ptr<tcp_sender>> senders_;
