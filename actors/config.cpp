@@ -26,6 +26,10 @@ config::config() {
            "deadline of a room in Transferring, re-armed by every chunk")
       .add(limits.verdict, "verdict-timeout",
            "how long a rank that reported a failure waits for the room's verdict")
+      .add(limits.heartbeat, "heartbeat-interval",
+           "how often the decider pings the ranks of its undecided rooms")
+      .add(limits.heartbeat_misses, "heartbeat-misses",
+           "unanswered pings in a row after which a rank is declared lost")
       .add(log_level, "log-level", "trace, debug, info, warn, error or off");
 }
 

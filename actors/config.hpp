@@ -22,7 +22,8 @@ class config : public caf::actor_system_config {
  public:
   config();
 
-  /// Per-state room deadlines (--kvferry.bootstrap-timeout=60s ...).
+  /// Per-state room deadlines and the heartbeat (--kvferry.bootstrap-timeout=60s,
+  /// --kvferry.heartbeat-interval=200ms ...).
   deadlines limits;
   /// spdlog level for kvferry's logger: trace, debug, info, warn, error, off.
   std::string log_level = "warn";

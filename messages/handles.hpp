@@ -28,6 +28,8 @@ using topology_atom = caf::atom_constant<caf::atom("topology")>;
 using register_atom = caf::atom_constant<caf::atom("register")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
 using quiesce_atom = caf::atom_constant<caf::atom("quiesce")>;
+using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
+using beat_atom = caf::atom_constant<caf::atom("beat")>;
 
 constexpr room_open_atom room_open_atom_v{};
 constexpr room_abort_atom room_abort_atom_v{};
@@ -39,6 +41,8 @@ constexpr topology_atom topology_atom_v{};
 constexpr register_atom register_atom_v{};
 constexpr expire_atom expire_atom_v{};
 constexpr quiesce_atom quiesce_atom_v{};
+constexpr heartbeat_atom heartbeat_atom_v{};
+constexpr beat_atom beat_atom_v{};
 
 // -- message types (defined in bootstrap.hpp, room.hpp, scheduler.hpp, transfer.hpp)
 
@@ -87,10 +91,13 @@ using decode_rank_actor = caf::typed_actor<
     caf::reacts_to<chunk_landed>,
     // the decider
     caf::reacts_to<room_keyed>, caf::reacts_to<room_verdict>,
+    // the decider's pings
+    caf::replies_to<heartbeat_atom, uint64_t>::with<heartbeat_atom, uint64_t>,
     // own timers: (room, epoch) deadlines, topology retries (peer key),
-    // decider registration retries, fences still waiting to close
+    // decider registration retries, fences still waiting to close, the
+    // check for a silent decider
     caf::reacts_to<deadline_atom, uint64_t, uint64_t>, caf::reacts_to<retry_atom, std::string>,
-    caf::reacts_to<register_atom>, caf::reacts_to<quiesce_atom>>;
+    caf::reacts_to<register_atom>, caf::reacts_to<quiesce_atom>, caf::reacts_to<beat_atom>>;
 
 /// The decider of a decode instance: one verdict per room for every rank of
 /// both instances that takes part in it.
@@ -99,7 +106,9 @@ using decider_actor = caf::typed_actor<
     caf::replies_to<member_registration>::with<member_ack>,
     // participants
     caf::reacts_to<room_join>, caf::reacts_to<room_finished>, caf::reacts_to<room_failure>,
-    caf::reacts_to<room_leave>>;
+    caf::reacts_to<room_leave>,
+    // own timer: the heartbeat round
+    caf::reacts_to<beat_atom>>;
 
 /// A prefill rank, as its scheduler, its decode peers and its transfer actor see it.
 using prefill_rank_actor = caf::typed_actor<
@@ -110,13 +119,16 @@ using prefill_rank_actor = caf::typed_actor<
     caf::replies_to<room_poll_atom, uint64_t>::with<room_status>,
     // decode ranks
     caf::replies_to<dest_registration>::with<dest_accepted>, caf::reacts_to<room_request>,
+    // deciders: verdicts and pings
     caf::reacts_to<room_verdict>,
+    caf::replies_to<heartbeat_atom, uint64_t>::with<heartbeat_atom, uint64_t>,
     // own transfer actor
     caf::reacts_to<chunk_result>,
     // own timers: (room, epoch) deadlines, (room, generation) expiry of requests
-    // for rooms not open yet, registration retries
+    // for rooms not open yet, registration retries, the check for silent deciders
     caf::reacts_to<deadline_atom, uint64_t, uint64_t>,
-    caf::reacts_to<expire_atom, uint64_t, uint64_t>, caf::reacts_to<register_atom>>;
+    caf::reacts_to<expire_atom, uint64_t, uint64_t>, caf::reacts_to<register_atom>,
+    caf::reacts_to<beat_atom>>;
 
 /// Turns chunks into coalesced transport writes for one prefill rank.
 using transfer_actor = caf::typed_actor<caf::reacts_to<peer_connect>, caf::reacts_to<chunk_job>,

@@ -1,10 +1,13 @@
 #include "actors/decision/decider_actor.hpp"
 
 #include <random>
+#include <set>
 
 #include <caf/actor_cast.hpp>
 
 #include "actors/log.hpp"
+#include "actors/rank/decider_heartbeat.hpp"
+#include "actors/rank/room_fsm.hpp"
 
 namespace kvferry {
 
@@ -31,12 +34,122 @@ void broadcast(self_ptr self, const decision_book::room& r, const verdict& v) {
       self->send(h->second, msg);
 }
 
+/// True (and the room failed with that cause) if a participant of undecided
+/// room `r` may already have declared this decider lost: it has answered no
+/// ping sent within the lease, and joined earlier. Every verdict checks it
+/// first, so no rank concludes otherwise than the one that gave up.
+bool lapsed(self_ptr self, decision_book::room& r) {
+  auto& st = self->state;
+  if (r.decision.decided())
+    return false;
+  auto now = self->clock().now();
+  for (auto& p : r.decision.participants()) {
+    auto basis = r.opened;
+    if (auto a = st.answered_at.find(p); a != st.answered_at.end() && a->second > basis)
+      basis = a->second;
+    if (now - basis < st.limits.decider_lease())
+      continue;
+    auto why = decider_silent(decider_name(st.book.instance(), st.book.instance_generation()),
+                              st.limits.decider_silence());
+    log().warn(
+        "{} {}: {} has heard nothing from it for {}: failing with the cause it may have "
+        "concluded with",
+        who(self), to_string(r.key), to_string(p), format_duration(now - basis));
+    if (auto v = st.book.fail(r, why))
+      broadcast(self, r, *v);
+    return true;
+  }
+  return false;
+}
+
+/// Schedules the next heartbeat round unless one is.
+void arm_heartbeat(self_ptr self) {
+  auto& st = self->state;
+  if (st.beating)
+    return;
+  st.beating = true;
+  self->delayed_send(self, st.limits.heartbeat, beat_atom_v);
+}
+
+/// Fails every undecided room `gone` takes part in (every room, for a decode
+/// member: each one is a participant of all of them).
+void fail_rooms_of(self_ptr self, const rank_ref& gone, const failure& why) {
+  auto& book = self->state.book;
+  for (auto& key : book.undecided())
+    if (auto* r = book.find(key); r && (gone.side == role::decode || r->prefill.count(gone)))
+      if (!lapsed(self, *r))
+        if (auto v = book.fail(*r, why))
+          broadcast(self, *r, *v);
+}
+
+/// A ping to `who` went unanswered; enough in a row and it is lost.
+void missed(self_ptr self, const rank_ref& peer) {
+  auto& st = self->state;
+  auto v = st.beats.missed(peer);
+  if (v == liveness<rank_ref>::verdict::alive)
+    return;
+  auto cause = to_string(peer) + " answered none of " + std::to_string(st.beats.misses()) +
+               " heartbeats in a row (" + format_duration(st.limits.silence()) + ")";
+  if (v == liveness<rank_ref>::verdict::newly_lost)
+    log().warn("{} {}: declared lost", who(self), cause);
+  fail_rooms_of(self, peer, failure{errc::heartbeat_lost, cause, peer});
+}
+
+/// Pings every member, and every prefill participant of an undecided room;
+/// stops while no room is undecided.
+void heartbeat_round(self_ptr self) {
+  auto& st = self->state;
+  st.beating = false;
+  for (auto& key : st.book.undecided())
+    if (auto* r = st.book.find(key))
+      lapsed(self, *r);
+  auto open = st.book.undecided();
+  std::set<rank_ref> watched;
+  auto ping = [&](const rank_ref& r, const auto& handle) {
+    watched.insert(r);
+    if (!st.beats.ping(r))
+      return;  // the last ping is still out
+    auto sent = self->clock().now();
+    self->request(handle, st.limits.heartbeat, heartbeat_atom_v, ++st.pings)
+        .then(
+            [self, r, sent](heartbeat_atom, uint64_t) {
+              auto& st = self->state;
+              if (!st.beats.watching(r))
+                return;  // no longer watched
+              st.beats.answered(r);
+              auto& at = st.answered_at[r];
+              at = std::max(at, sent);
+            },
+            [self, r](caf::error&) { missed(self, r); });
+  };
+  if (!open.empty()) {
+    for (auto& [place, handle] : st.members)
+      ping(st.book.member(place.first, place.second), handle);
+    for (auto& key : open)
+      if (auto* r = st.book.find(key))
+        for (auto& p : r->prefill)
+          if (auto h = st.prefill.find(p); h != st.prefill.end())
+            ping(p, h->second);
+  }
+  st.beats.retain(watched);
+  std::erase_if(st.answered_at, [&](auto& kv) { return !watched.count(kv.first); });
+  // Handles of prefill ranks no room on record names any more are dropped.
+  std::set<rank_ref> named;
+  for (auto& [id, r] : st.book.rooms())
+    named.insert(r.prefill.begin(), r.prefill.end());
+  std::erase_if(st.prefill, [&](auto& kv) { return !named.count(kv.first); });
+  if (!open.empty())
+    arm_heartbeat(self);
+}
+
 }  // namespace
 
 decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_state> self,
                                      std::string instance, uint32_t tp_size, uint32_t pp_size,
-                                     uint64_t generation) {
+                                     uint64_t generation, deadlines limits) {
   std::random_device rd;
+  self->state.limits = limits;
+  self->state.beats = liveness<rank_ref>{limits.heartbeat_misses};
   self->state.book =
       decision_book{std::move(instance), generation, tp_size, pp_size, (uint64_t{rd()} << 32) | 1u};
   self->set_down_handler([self](caf::down_msg& dm) {
@@ -51,12 +164,9 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
       failure why{errc::peer_down,
                   "decode " + to_string(gone) + " went down (" + caf::to_string(dm.reason) + ")",
                   gone};
-      for (auto& key : st.book.rooms_of(gone)) {
-        if (auto* r = st.book.find(key))
-          if (auto v = st.book.fail(*r, why))
-            broadcast(self, *r, *v);
+      fail_rooms_of(self, gone, why);
+      for (auto& key : st.book.rooms_of(gone))
         st.book.leave(key, gone);
-      }
       st.members.erase(m);
       return;
     }
@@ -86,7 +196,9 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
         }
         bool known = st.book.find(room_key{j.room, 0}) != nullptr;
         auto before = known ? st.book.find(room_key{j.room, 0})->prefill : std::set<rank_ref>{};
-        auto& r = st.book.join(j.room, j.rank, prefill);
+        auto& r = st.book.join(j.room, j.rank, prefill, self->clock().now());
+        if (!r.decision.decided())
+          arm_heartbeat(self);
         auto joiner = caf::actor_cast<decode_rank_actor>(self->current_sender());
         self->send(joiner, room_keyed{r.key});
         // A room decided before this join: the newcomers learn the verdict now.
@@ -101,17 +213,18 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
       },
       [self](room_finished& f) {
         auto& book = self->state.book;
-        if (auto* r = book.find(f.key))
+        if (auto* r = book.find(f.key); r && !lapsed(self, *r))
           if (auto v = book.finish(*r, f.rank))
             broadcast(self, *r, *v);
       },
       [self](room_failure& f) {
         auto& book = self->state.book;
-        if (auto* r = book.find(f.key))
+        if (auto* r = book.find(f.key); r && !lapsed(self, *r))
           if (auto v = book.fail(*r, std::move(f.why)))
             broadcast(self, *r, *v);
       },
       [self](room_leave& l) { self->state.book.leave(l.key, l.rank); },
+      [self](beat_atom) { heartbeat_round(self); },
   };
 }
 

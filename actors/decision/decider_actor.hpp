@@ -3,7 +3,11 @@
 // room comes from), collects their finishes and the first failure anyone
 // reports, and sends the one verdict to all of them. It draws each room's
 // generation. Decode ranks register with it at start; it monitors them, and a
-// rank that goes down fails the rooms it had joined.
+// rank that goes down fails the rooms it had joined. It pings every rank of
+// its live rooms on both sides, so a rank that goes silent without dropping
+// its connection (frozen, partitioned) is declared lost as fast; the ranks
+// watch its pings in turn, and it never sends a verdict a rank could have
+// pre-empted by declaring it lost (the lease, see deadlines).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +15,11 @@
 #include <string>
 #include <utility>
 
+#include <caf/actor_clock.hpp>
+
 #include "actors/decision/decision_book.hpp"
+#include "actors/decision/liveness.hpp"
+#include "actors/rank/deadlines.hpp"
 #include "messages/handles.hpp"
 
 namespace kvferry {
@@ -22,12 +30,21 @@ struct decider_state {
   decision_book book{"", 0, 1, 1, 1};
   std::map<std::pair<uint32_t, uint32_t>, decode_rank_actor> members;  // by (tp, pp)
   std::map<rank_ref, prefill_rank_actor> prefill;                      // participants' handles
+
+  deadlines limits;
+  liveness<rank_ref> beats{5};  // members and prefill participants of undecided rooms
+  /// When the last ping each of them answered was sent: the lease.
+  std::map<rank_ref, caf::actor_clock::time_point> answered_at;
+  uint64_t pings = 0;    // heartbeat sequence numbers
+  bool beating = false;  // a heartbeat round is scheduled
 };
 
 /// Spawns the decider of decode instance `instance` of tp_size x pp_size
-/// ranks; `generation` names this incarnation of the instance.
+/// ranks; `generation` names this incarnation of the instance; `limits`
+/// gives the heartbeat (every rank of a live room is pinged, and one that
+/// misses `heartbeat_misses` pings in a row is declared lost).
 decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_state> self,
                                      std::string instance, uint32_t tp_size, uint32_t pp_size,
-                                     uint64_t generation);
+                                     uint64_t generation, deadlines limits);
 
 }  // namespace kvferry

@@ -19,11 +19,13 @@ rank_ref decision_book::canonical(const rank_ref& r) const {
 }
 
 decision_book::room& decision_book::join(uint64_t id, const rank_ref& decode_rank,
-                                         const std::vector<rank_ref>& prefill) {
+                                         const std::vector<rank_ref>& prefill,
+                                         std::chrono::steady_clock::time_point now) {
   auto [i, fresh] = rooms_.try_emplace(id);
   auto& r = i->second;
   if (fresh) {
     r.key = room_key{id, next_generation_++};
+    r.opened = now;
     for (uint32_t pp = 0; pp < pp_size_; ++pp)
       for (uint32_t tp = 0; tp < tp_size_; ++tp)
         r.decision.add_participant(member(tp, pp));
@@ -66,6 +68,14 @@ std::vector<room_key> decision_book::rooms_of(const rank_ref& who) const {
   auto c = canonical(who);
   for (auto& [id, r] : rooms_)
     if (r.joined.count(c))
+      out.push_back(r.key);
+  return out;
+}
+
+std::vector<room_key> decision_book::undecided() const {
+  std::vector<room_key> out;
+  for (auto& [id, r] : rooms_)
+    if (!r.decision.decided())
       out.push_back(r.key);
   return out;
 }

@@ -4,6 +4,7 @@
 // actor.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -24,6 +25,7 @@ class decision_book {
     group_decision decision;
     std::set<rank_ref> joined;   ///< decode ranks that opened it and did not leave yet
     std::set<rank_ref> prefill;  ///< prefill participants named so far
+    std::chrono::steady_clock::time_point opened{};  ///< when the first join came
   };
 
   /// `first_generation` seeds the room generations (distinct per incarnation).
@@ -40,8 +42,10 @@ class decision_book {
 
   /// A decode rank opened room `id`: the first join creates the room, draws
   /// its generation and makes every decode rank of the instance a
-  /// participant; `prefill` adds prefill participants while undecided.
-  room& join(uint64_t id, const rank_ref& decode_rank, const std::vector<rank_ref>& prefill);
+  /// participant; `prefill` adds prefill participants while undecided. `now`
+  /// is the time of the join.
+  room& join(uint64_t id, const rank_ref& decode_rank, const std::vector<rank_ref>& prefill,
+             std::chrono::steady_clock::time_point now = {});
 
   /// The room of `key`: same id, and same generation unless key's is 0.
   room* find(const room_key& key);
@@ -58,6 +62,12 @@ class decision_book {
 
   /// Keys of the rooms `who` has joined.
   std::vector<room_key> rooms_of(const rank_ref& who) const;
+
+  /// Keys of the rooms with no verdict yet.
+  std::vector<room_key> undecided() const;
+
+  /// Every room on record, decided or not.
+  const std::map<uint64_t, room>& rooms() const { return rooms_; }
 
   size_t size() const { return rooms_.size(); }
 

@@ -69,6 +69,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
                                                   std::to_string(o.pp_rank) + " outside tp_size " +
                                                   std::to_string(o.tp_size) + " x pp_size " +
                                                   std::to_string(o.pp_size));
+  if (auto bad = validate(o.limits))
+    return make_error(errc::invalid_argument, "deadlines: " + *bad);
   auto made = transport::make_transport(o.transport, o.transport_options);
   if (!made.ok())
     return make_error(errc::invalid_argument, "transport: " + made.error().to_string());
@@ -119,8 +121,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
                           "decode rank of an instance of TP " + std::to_string(o.tp_size) +
                               " x PP " + std::to_string(o.pp_size) +
                               " without a decider: give every rank the same decider_locator");
-      rt->own_decider_ =
-          sys.spawn(kvferry::decider, o.instance, o.tp_size, o.pp_size, first_generation());
+      rt->own_decider_ = sys.spawn(kvferry::decider, o.instance, o.tp_size, o.pp_size,
+                                   first_generation(), o.limits);
       o.decider.handle = rt->own_decider_;
     }
     decode_rank_config cfg{rt->rank_,     o.tp_size, o.pp_size, pool,

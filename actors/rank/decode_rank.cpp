@@ -7,6 +7,7 @@
 
 #include "actors/log.hpp"
 #include "actors/plan/tp_mapping.hpp"
+#include "actors/rank/decider_heartbeat.hpp"
 #include "actors/rank/room_steps.hpp"
 #include "actors/remote_lookup.hpp"
 #include "messages/room.hpp"
@@ -500,10 +501,13 @@ decode_rank_actor::behavior_type decode_rank(
         if (i == self->state.rooms.end() || i->second.keyed())
           return;
         i->second.set_generation(msg.key.generation);
+        auto& me = self->state.cfg.self;
+        watch_decider(self, self->state.decider, decider_name(me.instance, me.instance_generation));
         advance(self, i->second);
         sync(self, i->second);
       },
       [self](room_verdict& msg) {
+        heard_from_sender(self);
         auto i = self->state.rooms.find(msg.key.room);
         if (i == self->state.rooms.end())
           return;
@@ -512,7 +516,21 @@ decode_rank_actor::behavior_type decode_rank(
         if (room.key() == msg.key)
           settle(self, room, msg.outcome, msg.why);
       },
+      [self](heartbeat_atom, uint64_t seq) -> caf::result<heartbeat_atom, uint64_t> {
+        heard_from_sender(self);
+        return {heartbeat_atom_v, seq};
+      },
       // -- timers ---------------------------------------------------------------
+      [self](beat_atom) {
+        check_deciders(
+            self, self->state.rooms,
+            [self](const decode_room& room) {
+              return room.keyed() ? self->state.decider.address() : caf::actor_addr{};
+            },
+            [self](decode_room& room, const failure& why) {
+              settle(self, room, kv_poll::failed, why);
+            });
+      },
       [self](deadline_atom, uint64_t id, uint64_t epoch) {
         auto& st = self->state;
         auto i = st.rooms.find(id);

@@ -18,6 +18,7 @@
 #include "actors/rank/deadlines.hpp"
 #include "actors/rank/decode_room.hpp"
 #include "actors/rank/local_pool.hpp"
+#include "actors/rank/silence_watch.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/decision.hpp"
 #include "messages/handles.hpp"
@@ -73,6 +74,10 @@ struct decode_rank_state {
   std::map<std::string, prefill_peer> peers;  // by bootstrap_locator::key()
   decider_actor decider;
   bool registered = false;
+  /// The decider, watched while a keyed room is live here.
+  silence_watch<caf::actor_addr, caf::actor_clock::time_point> heard;
+  bool beat_armed = false;
+  caf::actor_clock::time_point beat_due{};  // when the armed check should run
 };
 
 decode_rank_actor::behavior_type decode_rank(

@@ -6,6 +6,7 @@
 
 #include "actors/log.hpp"
 #include "actors/plan/tp_mapping.hpp"
+#include "actors/rank/decider_heartbeat.hpp"
 #include "actors/rank/room_steps.hpp"
 #include "actors/remote_lookup.hpp"
 #include "messages/scheduler.hpp"
@@ -99,6 +100,9 @@ void handle_request(self_ptr self, prefill_room& room, const room_request& req) 
   if (!st.deciders.count(room.id())) {
     st.deciders.emplace(room.id(), req.decider);
     self->monitor(req.decider);
+    if (!room.fsm().terminal())
+      watch_decider(self, req.decider,
+                    decider_name(req.decode_rank.instance, req.decode_rank.instance_generation));
   }
   room.adopt(req.key.generation);
   if (room.fsm().terminal()) {
@@ -369,6 +373,7 @@ prefill_rank_actor::behavior_type prefill_rank(
         store_pending(self, req);
       },
       [self](room_verdict& v) {
+        heard_from_sender(self);
         auto& st = self->state;
         if (auto i = st.rooms.find(v.key.room); i != st.rooms.end()) {
           auto& room = i->second;
@@ -389,6 +394,10 @@ prefill_rank_actor::behavior_type prefill_rank(
           self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, v.key.room,
                              v.key.generation);
         }
+      },
+      [self](heartbeat_atom, uint64_t seq) -> caf::result<heartbeat_atom, uint64_t> {
+        heard_from_sender(self);
+        return {heartbeat_atom_v, seq};
       },
       // -- transfer actor -------------------------------------------------------
       [self](chunk_result& r) {
@@ -451,6 +460,17 @@ prefill_rank_actor::behavior_type prefill_rank(
         self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, id, generation);
       },
       [self](register_atom) { register_with_bootstrap(self); },
+      [self](beat_atom) {
+        check_deciders(
+            self, self->state.rooms,
+            [self](const prefill_room& room) {
+              auto d = self->state.deciders.find(room.id());
+              return d == self->state.deciders.end() ? caf::actor_addr{} : d->second.address();
+            },
+            [self](prefill_room& room, const failure& why) {
+              settle(self, room, kv_poll::failed, why);
+            });
+      },
   };
 }
 

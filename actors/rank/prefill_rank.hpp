@@ -12,8 +12,12 @@
 #include <map>
 #include <string>
 
+#include <caf/actor_addr.hpp>
+#include <caf/actor_clock.hpp>
+
 #include "actors/rank/deadlines.hpp"
 #include "actors/rank/prefill_room.hpp"
+#include "actors/rank/silence_watch.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/handles.hpp"
 #include "messages/layout.hpp"
@@ -64,6 +68,10 @@ struct prefill_rank_state {
 
   bootstrap_actor bootstrap;
   bool registered = false;
+  /// The deciders of this rank's live rooms, watched for silence.
+  silence_watch<caf::actor_addr, caf::actor_clock::time_point> heard;
+  bool beat_armed = false;
+  caf::actor_clock::time_point beat_due{};  // when the armed check should run
 };
 
 prefill_rank_actor::behavior_type prefill_rank(

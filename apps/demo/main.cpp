@@ -208,7 +208,7 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
   decider_actor dec;
   if (cfg.role != "prefill")
     dec = sys.spawn(decider, std::string{"decode-0"}, cfg.decode_tp, cfg.decode_pp,
-                    fresh_generation());
+                    fresh_generation(), cfg.limits);
   int rc = 0;
   try {
     std::optional<instance> pre, post;

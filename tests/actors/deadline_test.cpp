@@ -166,7 +166,7 @@ TEST_CASE_METHOD(deadline_fixture, "decode Bootstrapping: the prefill instance n
 
 namespace {
 
-/// A decider that never answers.
+/// A decider that never answers: no verdict, no key, no ping.
 decider_actor::behavior_type silent_decider() {
   return {
       [](member_registration&) -> member_ack { return {}; },
@@ -174,6 +174,7 @@ decider_actor::behavior_type silent_decider() {
       [](room_finished&) {},
       [](room_failure&) {},
       [](room_leave&) {},
+      [](beat_atom) {},
   };
 }
 
@@ -182,6 +183,9 @@ decider_actor::behavior_type silent_decider() {
 TEST_CASE_METHOD(deadline_fixture,
                  "a rank whose decider never answers concludes with its own cause",
                  "[actors][deadline]") {
+  // Heartbeats out of the way: this is the verdict deadline of a decider that
+  // is alive but never decides.
+  limits.heartbeat = 1h;
   start();
   auto silent = sys.spawn(silent_decider);
   auto s = prefill.rt->make_sender(7);
@@ -224,4 +228,28 @@ TEST_CASE_METHOD(deadline_fixture, "a rank that goes down fails the rooms that i
     CHECK(r.failure()->why.code == errc::peer_down);
     CHECK_THAT(r.failure()->why.cause, Catch::Contains("prefill prefill-0 tp0 pp0 went down"));
   }
+}
+
+TEST_CASE_METHOD(deadline_fixture,
+                 "a rank whose decider sends no heartbeat concludes heartbeat_lost",
+                 "[actors][deadline][heartbeat]") {
+  start();
+  auto silent = sys.spawn(silent_decider);
+  auto s = prefill.rt->make_sender(9);
+  sched.run();
+  // A request from a registered-looking decode rank of instance "mute": the
+  // room waits for its pages, and for verdicts from a decider that is mute.
+  caf::anon_send(
+      prefill.rt->prefill(),
+      room_request{
+          room_key{9, 1}, rank_ref{role::decode, "mute", 2, 0, 0}, silent, dst, 0, {}, false});
+  sched.run();
+  auto limit = limits.decider_silence();  // 2 x 5 x 200 ms + 2 x 200 ms
+  pass(limit - limits.heartbeat, 100ms);
+  CHECK(s.poll() == kv_poll::bootstrapping);
+  pass(2 * limits.heartbeat, 100ms);
+  REQUIRE(s.poll() == kv_poll::failed);
+  CHECK(s.failure()->why.code == errc::heartbeat_lost);
+  CHECK(s.failure()->why.cause == "the decider of mute (generation 2) sent no heartbeat for 2.4s");
+  caf::anon_send_exit(silent, caf::exit_reason::kill);
 }

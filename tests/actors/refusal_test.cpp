@@ -77,7 +77,7 @@ TEST_CASE_METHOD(refusal_fixture, "an instance shape that cannot pair is refused
                  "[actors][refusal]") {
   start();
   // Decode PP 2 against prefill PP 1: decode PP must equal prefill PP or be 1.
-  auto dec = sys.spawn(decider, std::string{"decode-pp2"}, 1u, 2u, uint64_t{5});
+  auto dec = sys.spawn(decider, std::string{"decode-pp2"}, 1u, 2u, uint64_t{5}, limits);
   auto& pp2 = extra_decode(shape, page_size, "decode-pp2", 1, 2, decider_locator{dec, "", 0});
   sched.run();
   auto s = prefill.rt->make_sender(30);
@@ -326,4 +326,41 @@ TEST_CASE_METHOD(refusal_fixture, "a corrupted aux row is refused at commit", "[
         "aux row 2 carries room 94#3, expected " + to_string(r.failure()->room));
   REQUIRE(s.poll() == kv_poll::failed);
   CHECK(s.failure()->why == r.failure()->why);
+}
+
+TEST_CASE_METHOD(refusal_fixture, "unusable deadlines are refused at start, naming the value",
+                 "[actors][refusal]") {
+  start();
+  auto pool = std::make_unique<apps::host_pool>(shape, page_size, pool_pages, aux_rows);
+  rank_options o;
+  o.side = role::decode;
+  o.instance = "decode-bad";
+  o.pool = pool->describe();
+  o.transport = "inproc";
+  o.wait_on_stop = false;
+  o.limits = limits;
+  SECTION("a zero heartbeat") {
+    o.limits.heartbeat = std::chrono::nanoseconds{0};
+    auto rt = runtime::start(sys, o);
+    REQUIRE_FALSE(rt);
+    CHECK_THAT(sys.render(rt.error()),
+               Catch::Contains("heartbeat-interval = 0ns, expected a positive duration"));
+  }
+  SECTION("no miss allowed") {
+    o.limits.heartbeat_misses = 0;
+    auto rt = runtime::start(sys, o);
+    REQUIRE_FALSE(rt);
+    CHECK_THAT(sys.render(rt.error()),
+               Catch::Contains("heartbeat-misses = 0, expected at least 1"));
+  }
+  // The ranks already running carry on.
+  auto r = decode.rt->make_receiver(90, where());
+  r.init({1, 2}, 0);
+  auto s = prefill.rt->make_sender(90);
+  fill(*prefill.pool, 90, {3, 4});
+  s.init(2, 0);
+  s.send({3, 4}, true);
+  sched.run();
+  CHECK(s.poll() == kv_poll::success);
+  CHECK(r.poll() == kv_poll::success);
 }

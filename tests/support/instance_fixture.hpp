@@ -7,7 +7,9 @@
 
 #include "tests/support/caf_catch.hpp"  // first
 
+#include <chrono>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "actors/bootstrap/bootstrap_actor.hpp"
@@ -59,9 +61,42 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
 
   bootstrap_locator where() const { return bootstrap_locator{boot, "", 0}; }
 
+  // -- frozen actors: a process stopped (SIGSTOP) or cut off ------------------
+
+  /// Actors whose jobs do not run: their mailboxes fill, nothing answers.
+  std::set<const caf::abstract_actor*> frozen;
+
+  template <class Handle>
+  void freeze(const Handle& h) {
+    frozen.insert(caf::actor_cast<caf::abstract_actor*>(h));
+  }
+
+  template <class Handle>
+  void thaw(const Handle& h) {
+    frozen.erase(caf::actor_cast<caf::abstract_actor*>(h));
+  }
+
+  /// Runs every job of an actor that is not frozen.
+  size_t run_live() {
+    return sched.run_jobs_filtered([this](caf::resumable* job) {
+      auto* a = dynamic_cast<caf::abstract_actor*>(job);
+      return a == nullptr || !frozen.count(a);
+    });
+  }
+
+  /// Advances virtual time by `d` in steps of `step`, running what each step
+  /// delivers to actors that are not frozen.
+  void pass(std::chrono::nanoseconds d,
+            std::chrono::nanoseconds step = std::chrono::milliseconds{50}) {
+    for (auto t = std::chrono::nanoseconds{0}; t < d; t += step) {
+      sched.advance_time(std::min(step, d - t));
+      run_live();
+    }
+  }
+
   void start(uint32_t p_tp, uint32_t p_pp, uint32_t d_tp, uint32_t d_pp) {
     boot = sys.spawn(bootstrap, std::string{"prefill-0"}, uint64_t{3});
-    dec = sys.spawn(decider, std::string{"decode-0"}, d_tp, d_pp, uint64_t{4});
+    dec = sys.spawn(decider, std::string{"decode-0"}, d_tp, d_pp, uint64_t{4}, limits);
     for (uint32_t s = 0; s < p_pp; ++s)
       for (uint32_t t = 0; t < p_tp; ++t)
         prefill.push_back(make(role::prefill, t, p_tp, s, p_pp, prefill.size()));

@@ -1,0 +1,75 @@
+// Heartbeat bookkeeping, plain logic: which peers a watcher may ping now, how
+// many pings in a row went unanswered, and when that makes a peer lost. A lost
+// peer that answers again is alive again.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+
+namespace kvferry {
+
+template <class Key>
+class liveness {
+ public:
+  enum class verdict { alive, newly_lost, still_lost };
+
+  explicit liveness(uint32_t misses) : misses_(misses == 0 ? 1 : misses) {}
+
+  /// True if `who` may be pinged now (no ping to it is out); marks one out.
+  bool ping(const Key& who) {
+    auto& w = watch_[who];
+    if (w.waiting)
+      return false;
+    w.waiting = true;
+    return true;
+  }
+
+  /// `who` answered: it is alive (again).
+  void answered(const Key& who) {
+    if (auto i = watch_.find(who); i != watch_.end())
+      i->second = {};
+  }
+
+  /// A ping to `who` went unanswered: alive (misses to spare), newly lost
+  /// (this miss was the last one allowed), or lost already.
+  verdict missed(const Key& who) {
+    auto i = watch_.find(who);
+    if (i == watch_.end())
+      return verdict::alive;  // no longer watched
+    auto& w = i->second;
+    w.waiting = false;
+    if (w.lost)
+      return verdict::still_lost;
+    if (++w.misses < misses_)
+      return verdict::alive;
+    w.lost = true;
+    return verdict::newly_lost;
+  }
+
+  bool watching(const Key& who) const { return watch_.count(who) > 0; }
+
+  bool lost(const Key& who) const {
+    auto i = watch_.find(who);
+    return i != watch_.end() && i->second.lost;
+  }
+
+  /// Forgets every peer not in `keep` (no longer watched).
+  void retain(const std::set<Key>& keep) {
+    std::erase_if(watch_, [&](auto& kv) { return !keep.count(kv.first); });
+  }
+
+  size_t size() const { return watch_.size(); }
+  uint32_t misses() const { return misses_; }
+
+ private:
+  struct watch {
+    uint32_t misses = 0;
+    bool waiting = false;
+    bool lost = false;
+  };
+  uint32_t misses_;
+  std::map<Key, watch> watch_;
+};
+
+}  // namespace kvferry

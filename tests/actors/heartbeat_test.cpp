@@ -1,0 +1,173 @@
+// Heartbeats: a rank or a decider that goes silent without dropping its
+// connection (a frozen process, a partition) is declared lost in bounded
+// time, and every other rank of the room concludes Failed with the same
+// cause. A frozen rank that wakes up concludes the same too, and later rooms
+// succeed. Time is the coordinator's: frozen actors simply do not run.
+#include "tests/support/instance_fixture.hpp"
+
+using namespace kvferry;
+using namespace kvferry::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct heartbeat_fixture : instance_fixture {
+  /// Every rank's view of room `h`: (state, failure) by rank index, prefill first.
+  struct view {
+    kv_poll state;
+    std::optional<transfer_error> error;
+  };
+  std::vector<view> views(room_handles& h) {
+    std::vector<view> out;
+    for (auto& s : h.senders)
+      out.push_back({s.poll(), s.failure()});
+    for (auto& r : h.receivers)
+      out.push_back({r.poll(), r.failure()});
+    return out;
+  }
+
+  /// Opens a room on every rank and sends its first chunk only: it stays in
+  /// Transferring.
+  room_handles half_sent(uint64_t id) {
+    room_handles h;
+    for (auto& r : decode) {
+      h.receivers.push_back(r.rt->make_receiver(id, where()));
+      h.receivers.back().init({5, 6, 7, 8}, 1);
+    }
+    for (auto& r : prefill) {
+      r.pool->fill_room(seed, id, {1, 2, 3, 4}, 1);
+      h.senders.push_back(r.rt->make_sender(id));
+      h.senders.back().init(4, 1);
+      h.senders.back().send({1, 2}, false);
+    }
+    sched.run();
+    return h;
+  }
+
+  void finish_sending(room_handles& h) {
+    for (auto& s : h.senders)
+      s.send({3, 4}, true);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(heartbeat_fixture, "a frozen rank is declared lost by every other rank",
+                 "[actors][heartbeat]") {
+  auto at = GENERATE(0u, 1u, 2u, 3u);  // prefill tp0, tp1, decode tp0, tp1
+  CAPTURE(at);
+  start(2, 1, 2, 1);
+  auto h = half_sent(40);
+  for (auto& v : views(h))
+    REQUIRE(v.state == kv_poll::transferring);
+  bool on_prefill = at < 2;
+  auto& victim = on_prefill ? prefill[at] : decode[at - 2];
+  auto handle = on_prefill ? caf::actor_cast<caf::actor>(victim.rt->prefill())
+                           : caf::actor_cast<caf::actor>(victim.rt->decode());
+  freeze(handle);
+  finish_sending(h);  // the survivors finish their part; the room waits for the frozen one
+  run_live();
+  // Five pings in a row go unanswered first: nothing is decided before.
+  pass(limits.silence());
+  for (size_t k = 0; k < 4; ++k)
+    if (k != at)
+      CHECK(views(h)[k].state != kv_poll::failed);
+  pass(2 * limits.heartbeat);
+  auto v = views(h);
+  std::optional<failure> first;
+  for (size_t k = 0; k < 4; ++k) {
+    if (k == at)
+      continue;
+    CAPTURE(k);
+    REQUIRE(v[k].state == kv_poll::failed);
+    if (!first)
+      first = v[k].error->why;
+    CHECK(v[k].error->why == *first);
+  }
+  CHECK(first->code == errc::heartbeat_lost);
+  CHECK(first->origin.side == victim.rt->rank().side);
+  CHECK(first->origin.tp == victim.rt->rank().tp);
+  CHECK_THAT(first->cause, Catch::Contains("answered none of 5 heartbeats in a row (1s)"));
+
+  // It wakes up: its backlog carries the verdict; it concludes the same.
+  thaw(handle);
+  sched.run();
+  v = views(h);
+  REQUIRE(v[at].state == kv_poll::failed);
+  CHECK(v[at].error->why == *first);
+
+  // Alive again: the next room succeeds on every rank.
+  auto next = open_room(41, {9, 10}, {11, 12}, 2, 2, 1);
+  sched.run();
+  for (auto& w : views(next))
+    CHECK(w.state == kv_poll::success);
+}
+
+TEST_CASE_METHOD(heartbeat_fixture, "a frozen decider is declared lost by every rank, in one voice",
+                 "[actors][heartbeat]") {
+  start(2, 1, 2, 1);
+  auto h = half_sent(50);
+  freeze(dec);
+  finish_sending(h);
+  run_live();
+  // Every rank finished its part and waits for the verdict.
+  pass(limits.decider_silence() - limits.heartbeat);
+  for (auto& w : views(h))
+    CHECK(w.state == kv_poll::transferring);
+  pass(3 * limits.heartbeat);
+  auto v = views(h);
+  for (auto& w : v) {
+    REQUIRE(w.state == kv_poll::failed);
+    CHECK(w.error->why == v[0].error->why);
+  }
+  CHECK(v[0].error->why.code == errc::heartbeat_lost);
+  CHECK_THAT(v[0].error->why.cause,
+             Catch::Matches("the decider of decode-0 \\(generation \\d+\\) sent no heartbeat for "
+                            "2.4s"));
+
+  // It wakes up with every finish in its mailbox: past its lease, its verdict
+  // is the cause the ranks concluded with, not Success.
+  thaw(dec);
+  sched.run();
+  for (auto& w : views(h))
+    CHECK(w.error->why == v[0].error->why);
+  auto next = open_room(51, {9, 10}, {11, 12}, 2, 2, 1);
+  sched.run();
+  for (auto& w : views(next))
+    CHECK(w.state == kv_poll::success);
+}
+
+TEST_CASE_METHOD(heartbeat_fixture,
+                 "a decider that wakes up before any rank gave up still decides Success",
+                 "[actors][heartbeat]") {
+  start(2, 1, 2, 1);
+  auto h = half_sent(60);
+  freeze(dec);
+  finish_sending(h);
+  run_live();
+  pass(limits.silence());  // well within the lease
+  thaw(dec);
+  sched.run();
+  for (auto& w : views(h))
+    CHECK(w.state == kv_poll::success);
+}
+
+TEST_CASE_METHOD(heartbeat_fixture, "no heartbeat runs while no room is live",
+                 "[actors][heartbeat]") {
+  start(2, 1, 2, 1);
+  auto h = open_room(70, {1, 2}, {3, 4}, 1, 1, 1);
+  sched.run();
+  for (auto& w : views(h))
+    REQUIRE(w.state == kv_poll::success);
+  // Idle: the timers armed while the room was live fire once (stale room
+  // deadlines, the last beats) and arm nothing new: the system goes quiet.
+  sched.trigger_timeouts();
+  sched.run();
+  CHECK(sched.trigger_timeouts() == 0);
+  // Idle for a long while, then a room: no one is blamed for the idle time.
+  pass(30s, 1s);
+  auto next = open_room(71, {5, 6}, {7, 8}, 2, 2, 1);
+  sched.run();
+  for (auto& w : views(next))
+    CHECK(w.state == kv_poll::success);
+}
