@@ -4,7 +4,14 @@ namespace kvferry {
 
 std::optional<transfer_error> room_slot::error() const {
   std::lock_guard<std::mutex> guard{mu_};
-  return error_;
+  if (error_ || is_terminal(published()) || !orphaned())
+    return error_;
+  return transfer_error{
+      room_key{room_, 0},
+      failure{errc::shut_down,
+              "the rank actor of " + to_string(owner_) + " terminated before room " +
+                  std::to_string(room_) + " concluded (it was " + to_string(published()) + ")",
+              owner_}};
 }
 
 bool room_slot::advance(kv_poll to) {
@@ -22,7 +29,7 @@ bool room_slot::advance(kv_poll to) {
 
 bool room_slot::fail(const room_key& room, failure why) {
   std::lock_guard<std::mutex> guard{mu_};
-  auto cur = state();
+  auto cur = published();
   if (is_terminal(cur))
     return false;
   error_ = transfer_error{room, std::move(why)};

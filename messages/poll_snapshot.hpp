@@ -1,6 +1,9 @@
 // The one piece of state a rank actor shares with the scheduler's threads: the
 // published KVPoll of a room. The actor writes it on every transition; the
-// scheduler's poll() reads it with one atomic load, never a round trip.
+// scheduler's poll() reads it with one atomic load, never a round trip. A
+// slot also watches its rank actor: if the actor is gone (killed, shut down)
+// before the room concluded, the slot reads Failed with that cause, so that
+// no scheduler polls a dead rank's room forever.
 #pragma once
 
 #include <atomic>
@@ -24,16 +27,28 @@ namespace kvferry {
 class room_slot {
  public:
   room_slot() = default;
+  /// The slot of room `room` on rank `owner`, whose actor holds the
+  /// `owner_alive` token for as long as it lives.
+  room_slot(uint64_t room, rank_ref owner, std::weak_ptr<const void> owner_alive)
+      : room_(room),
+        owner_(std::move(owner)),
+        owner_alive_(std::move(owner_alive)),
+        watched_(true) {}
   room_slot(const room_slot&) = delete;
   room_slot& operator=(const room_slot&) = delete;
 
-  /// The current state (acquire load).
+  /// The current state (acquire load); Failed once the rank actor is gone
+  /// before the room concluded.
   kv_poll state() const noexcept {
-    return static_cast<kv_poll>(state_.load(std::memory_order_acquire));
+    auto s = published();
+    return !is_terminal(s) && orphaned() ? kv_poll::failed : s;
   }
 
   /// The room's error once it is Failed; nullopt before.
   std::optional<transfer_error> error() const;
+
+  /// True when the slot's rank actor is gone.
+  bool orphaned() const noexcept { return watched_ && owner_alive_.expired(); }
 
   /// True once the room's pages may be reused: it concluded and no write
   /// into them (decode) or out of them (prefill) can still happen.
@@ -53,6 +68,14 @@ class room_slot {
   void release() noexcept { released_.store(true, std::memory_order_release); }
 
  private:
+  kv_poll published() const noexcept {
+    return static_cast<kv_poll>(state_.load(std::memory_order_acquire));
+  }
+
+  uint64_t room_ = 0;
+  rank_ref owner_;
+  std::weak_ptr<const void> owner_alive_;
+  bool watched_ = false;
   std::atomic<uint8_t> state_{static_cast<uint8_t>(kv_poll::bootstrapping)};
   std::atomic<bool> released_{false};
   mutable std::mutex mu_;  // guards error_

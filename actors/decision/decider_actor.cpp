@@ -5,6 +5,7 @@
 
 #include <caf/actor_cast.hpp>
 
+#include "actors/guard.hpp"
 #include "actors/log.hpp"
 #include "actors/rank/decider_heartbeat.hpp"
 #include "actors/rank/room_fsm.hpp"
@@ -17,6 +18,14 @@ using self_ptr = decider_actor::stateful_pointer<decider_state>;
 
 std::string who(self_ptr self) {
   return "[decider " + self->state.book.instance() + "]";
+}
+
+void on_exception(self_ptr self, const std::string& what);
+
+/// `f` (a response callback), with what it throws caught like a handler's.
+template <class F>
+auto guarded_callback(self_ptr self, F f) {
+  return guard([self](const std::string& what) { on_exception(self, what); }, std::move(f));
 }
 
 /// Sends the verdict to every decode rank that joined the room and every
@@ -111,16 +120,16 @@ void heartbeat_round(self_ptr self) {
       return;  // the last ping is still out
     auto sent = self->clock().now();
     self->request(handle, st.limits.heartbeat, heartbeat_atom_v, ++st.pings)
-        .then(
-            [self, r, sent](heartbeat_atom, uint64_t) {
-              auto& st = self->state;
-              if (!st.beats.watching(r))
-                return;  // no longer watched
-              st.beats.answered(r);
-              auto& at = st.answered_at[r];
-              at = std::max(at, sent);
-            },
-            [self, r](caf::error&) { missed(self, r); });
+        .then(guarded_callback(self,
+                               [self, r, sent](heartbeat_atom, uint64_t) {
+                                 auto& st = self->state;
+                                 if (!st.beats.watching(r))
+                                   return;  // no longer watched
+                                 st.beats.answered(r);
+                                 auto& at = st.answered_at[r];
+                                 at = std::max(at, sent);
+                               }),
+              guarded_callback(self, [self, r](caf::error&) { missed(self, r); }));
   };
   if (!open.empty()) {
     for (auto& [place, handle] : st.members)
@@ -140,6 +149,19 @@ void heartbeat_round(self_ptr self) {
   std::erase_if(st.prefill, [&](auto& kv) { return !named.count(kv.first); });
   if (!open.empty())
     arm_heartbeat(self);
+}
+
+/// An exception escaped a handler: every undecided room fails with it, and
+/// the decider carries on.
+void on_exception(self_ptr self, const std::string& what) {
+  auto& st = self->state;
+  log().error("{} exception in a handler: {}; failing its undecided rooms", who(self), what);
+  failure why{errc::internal, "exception in the decider of " + st.book.instance() + ": " + what,
+              rank_ref{}};
+  for (auto& key : st.book.undecided())
+    if (auto* r = st.book.find(key))
+      if (auto v = st.book.fail(*r, why))
+        broadcast(self, *r, *v);
 }
 
 }  // namespace
@@ -171,7 +193,8 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
       return;
     }
   });
-  return {
+  return guarded<decider_actor::behavior_type>(
+      [self](const std::string& what) { on_exception(self, what); },
       [self](member_registration& reg) -> caf::result<member_ack> {
         auto& book = self->state.book;
         if (reg.tp_size != book.tp_size() || reg.pp_size != book.pp_size() ||
@@ -224,8 +247,7 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
             broadcast(self, *r, *v);
       },
       [self](room_leave& l) { self->state.book.leave(l.key, l.rank); },
-      [self](beat_atom) { heartbeat_round(self); },
-  };
+      [self](beat_atom) { heartbeat_round(self); });
 }
 
 }  // namespace kvferry

@@ -109,10 +109,14 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   for (auto& b : o.pool.aux)
     pool.aux_bases.push_back(static_cast<std::byte*>(b.base));
 
+  // The rank actor holds this token while it lives; the slots of its rooms
+  // watch it.
+  auto alive = std::make_shared<int>(0);
+  rt->alive_ = alive;
   if (o.side == role::prefill) {
     rt->transfer_ = sys.spawn(kvferry::transfer, rt->rank_, pool, net);
-    prefill_rank_config cfg{rt->rank_,     o.tp_size, o.pp_size,   *layout,
-                            rt->endpoint_, o.limits,  o.bootstrap, rt->transfer_};
+    prefill_rank_config cfg{rt->rank_, o.tp_size,   o.pp_size,     *layout, rt->endpoint_,
+                            o.limits,  o.bootstrap, rt->transfer_, alive};
     rt->prefill_ = sys.spawn(prefill_rank, std::move(cfg));
   } else {
     if (!o.decider.handle && o.decider.host.empty()) {
@@ -125,8 +129,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
                                    first_generation(), o.limits);
       o.decider.handle = rt->own_decider_;
     }
-    decode_rank_config cfg{rt->rank_,     o.tp_size, o.pp_size, pool,
-                           rt->endpoint_, o.limits,  net,       o.decider};
+    decode_rank_config cfg{rt->rank_, o.tp_size, o.pp_size, pool, rt->endpoint_,
+                           o.limits,  net,       o.decider, alive};
     rt->decode_ = sys.spawn(decode_rank, std::move(cfg));
   }
   log().info("[{}] started: {} transport at {}", to_string(rt->rank_), o.transport, rt->endpoint_);
@@ -138,7 +142,7 @@ runtime::~runtime() {
 }
 
 sender runtime::make_sender(uint64_t room) {
-  auto slot = std::make_shared<room_slot>();
+  auto slot = std::make_shared<room_slot>(room, rank_, alive_);
   if (!prefill_) {
     slot->fail(room_key{room, 0},
                failure{errc::invalid_argument, "make_sender on a decode rank", rank_});
@@ -149,7 +153,7 @@ sender runtime::make_sender(uint64_t room) {
 }
 
 receiver runtime::make_receiver(uint64_t room, bootstrap_locator where) {
-  auto slot = std::make_shared<room_slot>();
+  auto slot = std::make_shared<room_slot>(room, rank_, alive_);
   if (!decode_) {
     slot->fail(room_key{room, 0},
                failure{errc::invalid_argument, "make_receiver on a prefill rank", rank_});

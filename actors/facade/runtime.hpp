@@ -103,7 +103,8 @@ class runtime {
   prefill_rank_actor prefill_;
   decode_rank_actor decode_;
   transfer_actor transfer_;
-  decider_actor own_decider_;  // spawned for a one-rank decode instance
+  decider_actor own_decider_;        // spawned for a one-rank decode instance
+  std::weak_ptr<const void> alive_;  // held by the rank actor while it lives
   bool stopped_ = false;
 };
 

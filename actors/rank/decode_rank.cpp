@@ -5,6 +5,7 @@
 
 #include <caf/actor_cast.hpp>
 
+#include "actors/guard.hpp"
 #include "actors/log.hpp"
 #include "actors/plan/tp_mapping.hpp"
 #include "actors/rank/decider_heartbeat.hpp"
@@ -27,6 +28,15 @@ constexpr auto register_retry = std::chrono::seconds{1};
 
 std::string who(self_ptr self) {
   return "[" + to_string(self->state.cfg.self) + "]";
+}
+
+void on_exception(self_ptr self, const std::string& what);
+
+/// `f` (a response or lookup callback), with what it throws caught like a
+/// handler's.
+template <class F>
+auto guarded_callback(self_ptr self, F f) {
+  return guard([self](const std::string& what) { on_exception(self, what); }, std::move(f));
 }
 
 void sync(self_ptr self, decode_room& room) {
@@ -251,8 +261,9 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
     auto rank = src.rank;
     dest_registration reg{me, caf::actor_cast<decode_rank_actor>(self), st.cfg.data_endpoint, mine};
     self->request(peer.handles.at(rank), request_timeout, std::move(reg))
-        .then([self, key, rank](dest_accepted&) { on_accepted(self, key, rank); },
-              [self, key, rank](caf::error& err) {
+        .then(guarded_callback(self,
+                               [self, key, rank](dest_accepted&) { on_accepted(self, key, rank); }),
+              guarded_callback(self, [self, key, rank](caf::error& err) {
                 auto why = to_failure(err, self->state.cfg.self);
                 if (why.code == errc::layout_mismatch || why.code == errc::unsupported) {
                   why.origin = rank;
@@ -262,7 +273,7 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
                       self, key,
                       "registration with " + to_string(rank) + ": " + self->system().render(err));
                 }
-              });
+              }));
   }
 }
 
@@ -275,24 +286,26 @@ void start_resolve(self_ptr self, const std::string& key) {
   peer.in_flight = true;
   resolve_published<bootstrap_actor>(
       self, peer.where.handle, peer.where.host, peer.where.port, request_timeout, "bootstrap",
-      [self, key](caf::expected<bootstrap_actor> found) {
+      guarded_callback(self, [self, key](caf::expected<bootstrap_actor> found) {
         if (!found) {
           resolve_failed(self, key, self->system().render(found.error()));
           return;
         }
         self->request(*found, request_timeout, topology_atom_v)
-            .then([self, key](topology& topo) { on_topology(self, key, std::move(topo)); },
-                  [self, key](caf::error& err) {
-                    resolve_failed(self, key, "topology query: " + self->system().render(err));
-                  });
-      });
+            .then(
+                guarded_callback(
+                    self, [self, key](topology& topo) { on_topology(self, key, std::move(topo)); }),
+                guarded_callback(self, [self, key](caf::error& err) {
+                  resolve_failed(self, key, "topology query: " + self->system().render(err));
+                }));
+      }));
 }
 
 void register_with_decider(self_ptr self) {
   auto& loc = self->state.cfg.decider;
   resolve_published<decider_actor>(
       self, loc.handle, loc.host, loc.port, request_timeout, "decider",
-      [self](caf::expected<decider_actor> found) {
+      guarded_callback(self, [self](caf::expected<decider_actor> found) {
         auto& st = self->state;
         if (!found) {
           log().warn("{} cannot reach the decider: {}; retrying", who(self),
@@ -304,27 +317,28 @@ void register_with_decider(self_ptr self) {
         member_registration reg{st.cfg.self, caf::actor_cast<decode_rank_actor>(self),
                                 st.cfg.tp_size, st.cfg.pp_size};
         self->request(st.decider, request_timeout, std::move(reg))
-            .then(
-                [self](member_ack& ack) {
-                  auto& st = self->state;
-                  st.registered = true;
-                  st.cfg.self.instance = ack.instance;
-                  st.cfg.self.instance_generation = ack.instance_generation;
-                  self->monitor(st.decider);
-                  log().info("{} joined the decider of {}", who(self), ack.instance);
-                  for (auto& [id, room] : st.rooms) {
-                    join(self, room);
-                    advance(self, room);
-                  }
-                  for (auto& [key, peer] : st.peers)
-                    start_resolve(self, key);
-                },
-                [self](caf::error& err) {
-                  log().error("{} refused by the decider: {}; retrying", who(self),
-                              self->system().render(err));
-                  self->delayed_send(self, register_retry, register_atom_v);
-                });
-      });
+            .then(guarded_callback(self,
+                                   [self](member_ack& ack) {
+                                     auto& st = self->state;
+                                     st.registered = true;
+                                     st.cfg.self.instance = ack.instance;
+                                     st.cfg.self.instance_generation = ack.instance_generation;
+                                     self->monitor(st.decider);
+                                     log().info("{} joined the decider of {}", who(self),
+                                                ack.instance);
+                                     for (auto& [id, room] : st.rooms) {
+                                       join(self, room);
+                                       advance(self, room);
+                                     }
+                                     for (auto& [key, peer] : st.peers)
+                                       start_resolve(self, key);
+                                   }),
+                  guarded_callback(self, [self](caf::error& err) {
+                    log().error("{} refused by the decider: {}; retrying", who(self),
+                                self->system().render(err));
+                    self->delayed_send(self, register_retry, register_atom_v);
+                  }));
+      }));
 }
 
 /// Every source delivered: the rank has finished its part if the aux row is
@@ -392,6 +406,16 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
   }
 }
 
+/// An exception escaped a handler: every live room of this rank fails with
+/// it (the decider tells the others), and the rank carries on.
+void on_exception(self_ptr self, const std::string& what) {
+  auto& st = self->state;
+  log().error("{} exception in a handler: {}; failing its live rooms", who(self), what);
+  failure why{errc::internal, "exception in " + to_string(st.cfg.self) + ": " + what, st.cfg.self};
+  for (auto& [id, room] : st.rooms)
+    report(self, room, why);
+}
+
 }  // namespace
 
 decode_rank_actor::behavior_type decode_rank(
@@ -399,7 +423,8 @@ decode_rank_actor::behavior_type decode_rank(
   self->state.cfg = std::move(cfg);
   self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
   register_with_decider(self);
-  return {
+  return guarded<decode_rank_actor::behavior_type>(
+      [self](const std::string& what) { on_exception(self, what); },
       // -- scheduler ------------------------------------------------------------
       [self](room_open_atom, uint64_t id, bootstrap_locator& where, room_slot_ptr& slot) {
         auto& st = self->state;
@@ -584,8 +609,7 @@ decode_rank_actor::behavior_type decode_rank(
           ++i;
         }
         arm_quiesce(self);
-      },
-  };
+      });
 }
 
 }  // namespace kvferry

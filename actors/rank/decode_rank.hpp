@@ -38,6 +38,8 @@ struct decode_rank_config {
   std::shared_ptr<transport::transport> net;
   /// Where the decider of this rank's instance is.
   decider_locator decider;
+  /// Held while the actor lives: the slots of its rooms watch it.
+  std::shared_ptr<const void> alive;
 };
 
 struct decode_rank_state {

@@ -4,6 +4,7 @@
 
 #include <caf/actor_cast.hpp>
 
+#include "actors/guard.hpp"
 #include "actors/log.hpp"
 #include "actors/plan/tp_mapping.hpp"
 #include "actors/rank/decider_heartbeat.hpp"
@@ -25,6 +26,15 @@ constexpr size_t max_pending = 65536;
 
 std::string who(self_ptr self) {
   return "[" + to_string(self->state.cfg.self) + "]";
+}
+
+void on_exception(self_ptr self, const std::string& what);
+
+/// `f` (a response or lookup callback), with what it throws caught like a
+/// handler's.
+template <class F>
+auto guarded_callback(self_ptr self, F f) {
+  return guard([self](const std::string& what) { on_exception(self, what); }, std::move(f));
 }
 
 /// Mirrors the room's state into its published slot and schedules its
@@ -185,7 +195,7 @@ void register_with_bootstrap(self_ptr self) {
   auto& loc = self->state.cfg.bootstrap;
   resolve_published<bootstrap_actor>(
       self, loc.handle, loc.host, loc.port, request_timeout, "bootstrap",
-      [self](caf::expected<bootstrap_actor> found) {
+      guarded_callback(self, [self](caf::expected<bootstrap_actor> found) {
         auto& st = self->state;
         if (!found) {
           log().warn("{} cannot reach bootstrap {}: {}; retrying", who(self),
@@ -198,20 +208,21 @@ void register_with_bootstrap(self_ptr self) {
                               st.cfg.data_endpoint, st.cfg.layout,
                               st.cfg.tp_size,       st.cfg.pp_size};
         self->request(st.bootstrap, request_timeout, std::move(reg))
-            .then(
-                [self](registration_ack& ack) {
-                  auto& st = self->state;
-                  st.registered = true;
-                  st.cfg.self.instance = ack.instance;
-                  st.cfg.self.instance_generation = ack.instance_generation;
-                  log().info("{} registered with bootstrap {}", who(self), st.cfg.bootstrap.key());
-                },
-                [self](caf::error& err) {
-                  log().error("{} registration refused by bootstrap {}: {}; retrying", who(self),
-                              self->state.cfg.bootstrap.key(), self->system().render(err));
-                  self->delayed_send(self, register_retry, register_atom_v);
-                });
-      });
+            .then(guarded_callback(self,
+                                   [self](registration_ack& ack) {
+                                     auto& st = self->state;
+                                     st.registered = true;
+                                     st.cfg.self.instance = ack.instance;
+                                     st.cfg.self.instance_generation = ack.instance_generation;
+                                     log().info("{} registered with bootstrap {}", who(self),
+                                                st.cfg.bootstrap.key());
+                                   }),
+                  guarded_callback(self, [self](caf::error& err) {
+                    log().error("{} registration refused by bootstrap {}: {}; retrying", who(self),
+                                self->state.cfg.bootstrap.key(), self->system().render(err));
+                    self->delayed_send(self, register_retry, register_atom_v);
+                  }));
+      }));
 }
 
 void on_down(self_ptr self, const caf::down_msg& dm) {
@@ -249,6 +260,16 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
   }
 }
 
+/// An exception escaped a handler: every live room of this rank fails with
+/// it (the decider tells the others), and the rank carries on.
+void on_exception(self_ptr self, const std::string& what) {
+  auto& st = self->state;
+  log().error("{} exception in a handler: {}; failing its live rooms", who(self), what);
+  failure why{errc::internal, "exception in " + to_string(st.cfg.self) + ": " + what, st.cfg.self};
+  for (auto& [id, room] : st.rooms)
+    report(self, room, why);
+}
+
 }  // namespace
 
 prefill_rank_actor::behavior_type prefill_rank(
@@ -259,7 +280,8 @@ prefill_rank_actor::behavior_type prefill_rank(
   self->link_to(self->state.cfg.transfer);
   if (!self->state.cfg.bootstrap.host.empty() || self->state.cfg.bootstrap.handle)
     register_with_bootstrap(self);
-  return {
+  return guarded<prefill_rank_actor::behavior_type>(
+      [self](const std::string& what) { on_exception(self, what); },
       // -- scheduler ------------------------------------------------------------
       [self](room_open_atom, uint64_t id, room_slot_ptr slot) {
         auto& st = self->state;
@@ -470,8 +492,7 @@ prefill_rank_actor::behavior_type prefill_rank(
             [self](prefill_room& room, const failure& why) {
               settle(self, room, kv_poll::failed, why);
             });
-      },
-  };
+      });
 }
 
 }  // namespace kvferry

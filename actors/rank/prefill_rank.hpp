@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 
 #include <caf/actor_addr.hpp>
@@ -34,6 +35,8 @@ struct prefill_rank_config {
   deadlines limits;
   bootstrap_locator bootstrap;  ///< where this rank registers
   transfer_actor transfer;
+  /// Held while the actor lives: the slots of its rooms watch it.
+  std::shared_ptr<const void> alive;
 };
 
 struct prefill_rank_state {

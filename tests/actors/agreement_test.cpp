@@ -101,3 +101,38 @@ TEST_CASE_METHOD(instance_fixture, "rooms beside a failed one succeed on every r
     CHECK(decode[k].pool->holds_room(seed, 2, {7, 8}, 2));
   }
 }
+
+TEST_CASE_METHOD(instance_fixture,
+                 "an exception inside a rank actor fails its rooms everywhere; the rank carries on",
+                 "[actors][agreement]") {
+  // Decode rank 1 throws while it sends its first room's requests.
+  decode_faults[1] = std::make_shared<faulty_transport::plan>();
+  decode_faults[1]->throw_at_fence[0] = "injected fault in open_fence";
+  start(2, 1, 2, 1);
+  auto h = open_room(80, {1, 2}, {3, 4}, 1, 1, 1);
+  sched.run();
+  std::optional<failure> first;
+  auto check = [&](kv_poll state, std::optional<transfer_error> e) {
+    CAPTURE(e ? to_string(e->why) : std::string{"-"});
+    REQUIRE(state == kv_poll::failed);
+    if (!first)
+      first = e->why;
+    CHECK(e->why == *first);
+  };
+  for (auto& s : h.senders)
+    check(s.poll(), s.failure());
+  for (auto& r : h.receivers)
+    check(r.poll(), r.failure());
+  CHECK(first->code == errc::internal);
+  CHECK(first->cause == "exception in decode-0 tp1 pp0: injected fault in open_fence");
+  CHECK(first->origin.tp == 1u);
+  // Still alive: the next room moves every byte.
+  auto next = open_room(81, {5, 6}, {7, 8}, 2, 2, 1);
+  sched.run();
+  for (auto& s : next.senders)
+    CHECK(s.poll() == kv_poll::success);
+  for (size_t k = 0; k < decode.size(); ++k) {
+    CHECK(next.receivers[k].poll() == kv_poll::success);
+    CHECK(decode[k].pool->holds_room(seed, 81, {7, 8}, 2));
+  }
+}

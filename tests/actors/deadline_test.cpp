@@ -220,6 +220,12 @@ TEST_CASE_METHOD(deadline_fixture, "a rank that goes down fails the rooms that i
     REQUIRE(s.poll() == kv_poll::failed);
     CHECK(s.failure()->why.code == errc::peer_down);
     CHECK_THAT(s.failure()->why.cause, Catch::Contains("decode decode-0 tp0 pp0 went down"));
+    // The dead rank's own room does not hang in its scheduler's polls.
+    REQUIRE(r.poll() == kv_poll::failed);
+    CHECK(r.failure()->why.code == errc::shut_down);
+    CHECK(r.failure()->why.cause ==
+          "the rank actor of decode-0 tp0 pp0 terminated before room 8 concluded (it was "
+          "WaitingForInput)");
   }
   SECTION("prefill dies") {
     caf::anon_send_exit(prefill.rt->prefill(), caf::exit_reason::kill);
@@ -227,6 +233,8 @@ TEST_CASE_METHOD(deadline_fixture, "a rank that goes down fails the rooms that i
     REQUIRE(r.poll() == kv_poll::failed);
     CHECK(r.failure()->why.code == errc::peer_down);
     CHECK_THAT(r.failure()->why.cause, Catch::Contains("prefill prefill-0 tp0 pp0 went down"));
+    REQUIRE(s.poll() == kv_poll::failed);
+    CHECK(s.failure()->why.code == errc::shut_down);
   }
 }
 

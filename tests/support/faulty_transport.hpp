@@ -1,6 +1,7 @@
 // Wraps any transport and injects faults into its posts, the way leveldb's
 // fault-injection Env wraps an Env: chosen posts complete with an error, or
-// throw, while every other call goes to the real backend.
+// throw (a post, or the opening of a fence), while every other call goes to
+// the real backend.
 #pragma once
 
 #include <atomic>
@@ -22,6 +23,8 @@ class faulty_transport final : public tp::transport {
     std::map<uint64_t, tp::status> fail;       ///< post number → completion error
     std::map<uint64_t, std::string> throw_at;  ///< post number → exception text
     std::atomic<uint64_t> posts{0};
+    std::map<uint64_t, std::string> throw_at_fence;  ///< open_fence number → exception text
+    std::atomic<uint64_t> fences{0};
   };
 
   faulty_transport(std::unique_ptr<tp::transport> inner, std::shared_ptr<plan> p)
@@ -37,7 +40,15 @@ class faulty_transport final : public tp::transport {
   tp::result<tp::peer_id> connect(const std::string& endpoint) override {
     return inner_->connect(endpoint);
   }
-  void open_fence(uint64_t token) override { inner_->open_fence(token); }
+  void open_fence(uint64_t token) override {
+    auto n = plan_->fences++;
+    {
+      std::lock_guard guard{plan_->mu};
+      if (auto t = plan_->throw_at_fence.find(n); t != plan_->throw_at_fence.end())
+        throw std::runtime_error(t->second);
+    }
+    inner_->open_fence(token);
+  }
   bool close_fence(uint64_t token) override { return inner_->close_fence(token); }
   void disconnect(const std::string& endpoint) override { inner_->disconnect(endpoint); }
   void set_completion_handler(tp::completion_handler h) override {

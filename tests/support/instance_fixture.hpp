@@ -42,6 +42,8 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
   std::vector<apps::state_spec> states;  ///< state components of every rank
   /// Fault plans per prefill rank index (tp + pp * tp_size), when set.
   std::map<size_t, std::shared_ptr<faulty_transport::plan>> faults;
+  /// Fault plans per decode rank index, when set.
+  std::map<size_t, std::shared_ptr<faulty_transport::plan>> decode_faults;
 
   bootstrap_actor boot;
   decider_actor dec;
@@ -155,12 +157,12 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
     o.wait_on_stop = false;
     o.bootstrap = where();
     o.decider = decider_locator{dec, "", 0};
-    if (side == role::prefill)
-      if (auto f = faults.find(index); f != faults.end())
-        o.wrap_transport = [plan = f->second](std::unique_ptr<transport::transport> inner) {
-          return std::unique_ptr<transport::transport>{
-              std::make_unique<faulty_transport>(std::move(inner), plan)};
-        };
+    auto& plans = side == role::prefill ? faults : decode_faults;
+    if (auto f = plans.find(index); f != plans.end())
+      o.wrap_transport = [plan = f->second](std::unique_ptr<transport::transport> inner) {
+        return std::unique_ptr<transport::transport>{
+            std::make_unique<faulty_transport>(std::move(inner), plan)};
+      };
     auto rt = runtime::start(sys, std::move(o));
     REQUIRE(rt);
     r.rt = std::move(*rt);
