@@ -79,6 +79,8 @@ std::string to_string(failure_scope scope) {
 std::string to_string(const failure& x) {
   if (!x)
     return "no failure";
+  if (x.origin.instance.empty())
+    return to_string(x.code) + ": " + x.cause;
   return to_string(x.code) + ": " + x.cause + " (from " + to_string(x.origin) + ")";
 }
 

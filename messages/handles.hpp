@@ -107,8 +107,9 @@ using decider_actor = caf::typed_actor<
     // participants
     caf::reacts_to<room_join>, caf::reacts_to<room_finished>, caf::reacts_to<room_failure>,
     caf::reacts_to<room_leave>,
-    // own timer: the heartbeat round
-    caf::reacts_to<beat_atom>>;
+    // own timers: the heartbeat round, (room, generation) expiry of a decided
+    // room that some member never joined
+    caf::reacts_to<beat_atom>, caf::reacts_to<expire_atom, uint64_t, uint64_t>>;
 
 /// A prefill rank, as its scheduler, its decode peers and its transfer actor see it.
 using prefill_rank_actor = caf::typed_actor<

@@ -15,6 +15,8 @@ std::string to_string(role x) {
 
 std::string to_string(const rank_ref& x) {
   auto name = x.instance.empty() ? to_string(x.side) : x.instance;
+  if (x.names_instance())
+    return "instance " + name;
   return name + " tp" + std::to_string(x.tp) + " pp" + std::to_string(x.pp);
 }
 

@@ -44,10 +44,22 @@ struct rank_ref {
   uint32_t tp = 0;                   ///< tensor-parallel rank
   uint32_t pp = 0;                   ///< pipeline-parallel stage
 
+  /// tp and pp of a reference to a whole instance (or its decider), not one rank.
+  static constexpr uint32_t whole = UINT32_MAX;
+
+  bool names_instance() const { return tp == whole && pp == whole; }
+
   friend auto operator<=>(const rank_ref&, const rank_ref&) = default;
 };
 
-/// "prefill-0 tp1 pp0" (the generation is left out; it is in the logs of the bootstrap).
+/// The whole instance `instance` of side `side`: the origin of a failure that
+/// no single rank caused (its decider went silent, no peer ever asked).
+inline rank_ref instance_ref(role side, std::string instance, uint64_t generation) {
+  return rank_ref{side, std::move(instance), generation, rank_ref::whole, rank_ref::whole};
+}
+
+/// "prefill-0 tp1 pp0"; "instance prefill-0" for a whole instance (the
+/// generation is left out; it is in the logs of the bootstrap).
 std::string to_string(const rank_ref& x);
 
 template <class Inspector>

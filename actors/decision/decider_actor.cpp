@@ -33,6 +33,9 @@ auto guarded_callback(self_ptr self, F f) {
 void broadcast(self_ptr self, const decision_book::room& r, const verdict& v) {
   auto& st = self->state;
   room_verdict msg{r.key, v.outcome, v.why};
+  // Kept until every member released it; a member that never joins is waited
+  // for as long as a room may stay in Bootstrapping.
+  self->delayed_send(self, st.limits.bootstrapping, expire_atom_v, r.key.room, r.key.generation);
   if (v.outcome == kv_poll::failed)
     log().info("{} {}: Failed: {}", who(self), to_string(r.key), to_string(v.why));
   for (auto& d : r.joined)
@@ -45,21 +48,35 @@ void broadcast(self_ptr self, const decision_book::room& r, const verdict& v) {
 
 /// True (and the room failed with that cause) if a participant of undecided
 /// room `r` may already have declared this decider lost: it has answered no
-/// ping sent within the lease, and joined earlier. Every verdict checks it
-/// first, so no rank concludes otherwise than the one that gave up.
+/// ping sent within the lease. Members are pinged all the time (from their
+/// registration on), so a decider that was frozen or cut off knows it when it
+/// comes back, even for rooms whose joins waited for it meanwhile; a prefill
+/// participant starts watching only once asked, after the room opened here.
+/// Every verdict checks it first, so no rank concludes otherwise than the
+/// one that gave up.
 bool lapsed(self_ptr self, decision_book::room& r) {
   auto& st = self->state;
   if (r.decision.decided())
     return false;
   auto now = self->clock().now();
   for (auto& p : r.decision.participants()) {
+    auto a = st.answered_at.find(p);
+    auto j = r.joined_at.find(p);
     auto basis = r.opened;
-    if (auto a = st.answered_at.find(p); a != st.answered_at.end() && a->second > basis)
+    if (p.side == role::decode && (a != st.answered_at.end() || j != r.joined_at.end())) {
+      // A member: its last answered ping, or its join for this room if that
+      // was heard while this decider kept time.
+      basis = caf::actor_clock::time_point{};
+      if (a != st.answered_at.end())
+        basis = a->second;
+      if (j != r.joined_at.end() && j->second > basis)
+        basis = j->second;
+    } else if (a != st.answered_at.end() && a->second > basis) {
       basis = a->second;
+    }
     if (now - basis < st.limits.decider_lease())
       continue;
-    auto why = decider_silent(decider_name(st.book.instance(), st.book.instance_generation()),
-                              st.limits.decider_silence());
+    auto why = decider_lost(decider_ref(st.book.instance()));
     log().warn(
         "{} {}: {} has heard nothing from it for {}: failing with the cause it may have "
         "concluded with",
@@ -71,12 +88,30 @@ bool lapsed(self_ptr self, decision_book::room& r) {
   return false;
 }
 
+/// The decode ranks registered now, as the book names them.
+std::set<rank_ref> live_members(self_ptr self) {
+  std::set<rank_ref> out;
+  for (auto& [place, handle] : self->state.members)
+    out.insert(self->state.book.member(place.first, place.second));
+  return out;
+}
+
+/// Drops the handles of prefill ranks that no room on record names any more.
+void forget_unnamed_prefill(self_ptr self) {
+  auto& st = self->state;
+  std::set<rank_ref> named;
+  for (auto& [id, r] : st.book.rooms())
+    named.insert(r.prefill.begin(), r.prefill.end());
+  std::erase_if(st.prefill, [&](auto& kv) { return !named.count(kv.first); });
+}
+
 /// Schedules the next heartbeat round unless one is.
 void arm_heartbeat(self_ptr self) {
   auto& st = self->state;
   if (st.beating)
     return;
   st.beating = true;
+  st.beat_due = self->clock().now() + st.limits.heartbeat;
   self->delayed_send(self, st.limits.heartbeat, beat_atom_v);
 }
 
@@ -104,11 +139,17 @@ void missed(self_ptr self, const rank_ref& peer) {
   fail_rooms_of(self, peer, failure{errc::heartbeat_lost, cause, peer});
 }
 
-/// Pings every member, and every prefill participant of an undecided room;
-/// stops while no room is undecided.
+/// Pings every member (always: see lapsed()), and every prefill participant
+/// of an undecided room.
 void heartbeat_round(self_ptr self) {
   auto& st = self->state;
   st.beating = false;
+  auto now = self->clock().now();
+  st.last_round = now;
+  if (now - st.beat_due > st.limits.heartbeat) {
+    log().warn("{} stalled for {}", who(self), format_duration(now - st.beat_due));
+    st.stall_end = now;
+  }
   for (auto& key : st.book.undecided())
     if (auto* r = st.book.find(key))
       lapsed(self, *r);
@@ -131,9 +172,9 @@ void heartbeat_round(self_ptr self) {
                                }),
               guarded_callback(self, [self, r](caf::error&) { missed(self, r); }));
   };
+  for (auto& [place, handle] : st.members)
+    ping(st.book.member(place.first, place.second), handle);
   if (!open.empty()) {
-    for (auto& [place, handle] : st.members)
-      ping(st.book.member(place.first, place.second), handle);
     for (auto& key : open)
       if (auto* r = st.book.find(key))
         for (auto& p : r->prefill)
@@ -142,12 +183,8 @@ void heartbeat_round(self_ptr self) {
   }
   st.beats.retain(watched);
   std::erase_if(st.answered_at, [&](auto& kv) { return !watched.count(kv.first); });
-  // Handles of prefill ranks no room on record names any more are dropped.
-  std::set<rank_ref> named;
-  for (auto& [id, r] : st.book.rooms())
-    named.insert(r.prefill.begin(), r.prefill.end());
-  std::erase_if(st.prefill, [&](auto& kv) { return !named.count(kv.first); });
-  if (!open.empty())
+  forget_unnamed_prefill(self);
+  if (!open.empty() || !st.members.empty())
     arm_heartbeat(self);
 }
 
@@ -187,9 +224,11 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
                   "decode " + to_string(gone) + " went down (" + caf::to_string(dm.reason) + ")",
                   gone};
       fail_rooms_of(self, gone, why);
-      for (auto& key : st.book.rooms_of(gone))
-        st.book.leave(key, gone);
       st.members.erase(m);
+      auto members = live_members(self);
+      for (auto id : st.book.ids())
+        st.book.forget_if_done(id, members);
+      forget_unnamed_prefill(self);
       return;
     }
   });
@@ -207,11 +246,28 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
                   std::to_string(book.tp_size()) + " x PP " + std::to_string(book.pp_size()));
         self->monitor(reg.handle);
         self->state.members.insert_or_assign({reg.rank.tp, reg.rank.pp}, reg.handle);
+        // It hears from this decider now: the start of its lease.
+        auto& at = self->state.answered_at[book.member(reg.rank.tp, reg.rank.pp)];
+        at = std::max(at, self->clock().now());
+        arm_heartbeat(self);
         log().info("{} {} joined", who(self), to_string(book.member(reg.rank.tp, reg.rank.pp)));
         return member_ack{book.instance(), book.instance_generation()};
       },
       [self](room_join& j) {
         auto& st = self->state;
+        auto joiner = caf::actor_cast<decode_rank_actor>(self->current_sender());
+        if (!st.book.find(room_key{j.room, 0}))
+          if (auto* t = st.book.late_join(j.room, j.rank)) {
+            // Decided and forgotten before this member came: it learns how
+            // the room ended, under the key everyone else concluded with (and
+            // so do the prefill ranks it names).
+            room_verdict v{t->key, t->outcome.outcome, t->outcome.why};
+            self->send(joiner, room_keyed{t->key});
+            self->send(joiner, v);
+            for (auto& p : j.prefill)
+              self->send(p.handle, v);
+            return;
+          }
         std::vector<rank_ref> prefill;
         for (auto& p : j.prefill) {
           prefill.push_back(p.rank);
@@ -219,10 +275,20 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
         }
         bool known = st.book.find(room_key{j.room, 0}) != nullptr;
         auto before = known ? st.book.find(room_key{j.room, 0})->prefill : std::set<rank_ref>{};
-        auto& r = st.book.join(j.room, j.rank, prefill, self->clock().now());
+        // The member was alive when it sent this; heard now, that is now,
+        // unless this decider is late on its rounds or just caught up after
+        // a stall (the join may have waited in its mailbox meanwhile).
+        auto now = self->clock().now();
+        std::optional<caf::actor_clock::time_point> heard;
+        if (now - st.last_round <= 2 * st.limits.heartbeat &&
+            now - st.stall_end >= st.limits.heartbeat)
+          heard = now;
+        auto& r = st.book.join(j.room, j.rank, prefill, now, heard);
+        // A member declared lost that joins a room is alive again.
+        if (st.beats.lost(st.book.member(j.rank.tp, j.rank.pp)))
+          st.beats.answered(st.book.member(j.rank.tp, j.rank.pp));
         if (!r.decision.decided())
           arm_heartbeat(self);
-        auto joiner = caf::actor_cast<decode_rank_actor>(self->current_sender());
         self->send(joiner, room_keyed{r.key});
         // A room decided before this join: the newcomers learn the verdict now.
         if (auto& v = r.decision.outcome()) {
@@ -241,12 +307,37 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
             broadcast(self, *r, *v);
       },
       [self](room_failure& f) {
-        auto& book = self->state.book;
-        if (auto* r = book.find(f.key); r && !lapsed(self, *r))
-          if (auto v = book.fail(*r, std::move(f.why)))
+        auto& st = self->state;
+        auto* r = st.book.find(f.key);
+        if (!r && f.key.generation == 0) {
+          // A member that concluded a room alone (this decider was silent
+          // for it) before its join got here: the room starts with that
+          // cause, so that the members that join later conclude the same.
+          auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+          for (auto& [place, handle] : st.members)
+            if (handle.address() == sender) {
+              r = &st.book.join(f.key.room, st.book.member(place.first, place.second), {},
+                                self->clock().now());
+              break;
+            }
+        }
+        if (r && !lapsed(self, *r))
+          if (auto v = st.book.fail(*r, std::move(f.why)))
             broadcast(self, *r, *v);
       },
-      [self](room_leave& l) { self->state.book.leave(l.key, l.rank); },
+      [self](room_leave& l) {
+        if (self->state.book.leave(l.key, l.rank, live_members(self)))
+          forget_unnamed_prefill(self);
+      },
+      [self](expire_atom, uint64_t id, uint64_t generation) {
+        auto& book = self->state.book;
+        room_key key{id, generation};
+        if (!book.find(key))
+          return;
+        book.excuse_late(key);
+        if (book.forget_if_done(id, live_members(self)))
+          forget_unnamed_prefill(self);
+      },
       [self](beat_atom) { heartbeat_round(self); });
 }
 

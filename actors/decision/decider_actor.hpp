@@ -37,6 +37,12 @@ struct decider_state {
   std::map<rank_ref, caf::actor_clock::time_point> answered_at;
   uint64_t pings = 0;    // heartbeat sequence numbers
   bool beating = false;  // a heartbeat round is scheduled
+  /// When the last round ran and when the next one is due: a round that runs
+  /// late means this decider was stalled (frozen, starved), and what it
+  /// handles around then may have waited meanwhile (see the join handler).
+  caf::actor_clock::time_point last_round{};
+  caf::actor_clock::time_point beat_due{};
+  caf::actor_clock::time_point stall_end{};
 };
 
 /// Spawns the decider of decode instance `instance` of tp_size x pp_size

@@ -2,6 +2,12 @@
 
 namespace kvferry {
 
+namespace {
+
+constexpr size_t max_tombstones = 4096;
+
+}  // namespace
+
 decision_book::decision_book(std::string instance, uint64_t instance_generation, uint32_t tp_size,
                              uint32_t pp_size, uint64_t first_generation)
     : instance_(std::move(instance)),
@@ -18,9 +24,10 @@ rank_ref decision_book::canonical(const rank_ref& r) const {
   return r.side == role::decode ? member(r.tp, r.pp) : r;
 }
 
-decision_book::room& decision_book::join(uint64_t id, const rank_ref& decode_rank,
-                                         const std::vector<rank_ref>& prefill,
-                                         std::chrono::steady_clock::time_point now) {
+decision_book::room& decision_book::join(
+    uint64_t id, const rank_ref& decode_rank, const std::vector<rank_ref>& prefill,
+    std::chrono::steady_clock::time_point now,
+    std::optional<std::chrono::steady_clock::time_point> heard) {
   auto [i, fresh] = rooms_.try_emplace(id);
   auto& r = i->second;
   if (fresh) {
@@ -31,6 +38,10 @@ decision_book::room& decision_book::join(uint64_t id, const rank_ref& decode_ran
         r.decision.add_participant(member(tp, pp));
   }
   r.joined.insert(canonical(decode_rank));
+  if (heard) {
+    auto& at = r.joined_at[canonical(decode_rank)];
+    at = std::max(at, *heard);
+  }
   for (auto& p : prefill)
     if (r.prefill.insert(p).second)
       r.decision.add_participant(p);
@@ -52,15 +63,61 @@ std::optional<verdict> decision_book::fail(room& r, failure why) {
   return r.decision.fail(std::move(why));
 }
 
-bool decision_book::leave(const room_key& key, const rank_ref& who) {
+bool decision_book::leave(const room_key& key, const rank_ref& who,
+                          const std::set<rank_ref>& members) {
   auto* r = find(key);
   if (!r)
     return false;
-  r->joined.erase(canonical(who));
-  if (!r->joined.empty())
+  auto c = canonical(who);
+  r->joined.erase(c);
+  r->left.insert(c);
+  return forget_if_done(key.room, members);
+}
+
+bool decision_book::forget_if_done(uint64_t id, const std::set<rank_ref>& members) {
+  auto i = rooms_.find(id);
+  if (i == rooms_.end())
     return false;
-  rooms_.erase(key.room);
+  auto& r = i->second;
+  for (auto& m : members) {
+    auto c = canonical(m);
+    if (r.left.count(c) || (r.late_excused && !r.joined.count(c)))
+      continue;
+    return false;
+  }
+  if (auto& v = r.decision.outcome()) {
+    tombstone t{r.key, *v, r.left};
+    t.took_part.insert(r.joined.begin(), r.joined.end());
+    tombstones_.push_back(std::move(t));
+    if (tombstones_.size() > max_tombstones)
+      tombstones_.pop_front();
+  }
+  rooms_.erase(i);
   return true;
+}
+
+const decision_book::tombstone* decision_book::late_join(uint64_t id, const rank_ref& who) {
+  auto c = canonical(who);
+  for (auto t = tombstones_.rbegin(); t != tombstones_.rend(); ++t) {
+    if (t->key.room != id)
+      continue;
+    if (t->took_part.count(c))
+      return nullptr;  // it took part: this is a new room with the same id
+    return &*t;
+  }
+  return nullptr;
+}
+
+void decision_book::excuse_late(const room_key& key) {
+  if (auto* r = find(key))
+    r->late_excused = true;
+}
+
+std::vector<uint64_t> decision_book::ids() const {
+  std::vector<uint64_t> out;
+  for (auto& [id, r] : rooms_)
+    out.push_back(id);
+  return out;
 }
 
 std::vector<room_key> decision_book::rooms_of(const rank_ref& who) const {

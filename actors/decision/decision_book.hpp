@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -24,8 +25,21 @@ class decision_book {
     room_key key;
     group_decision decision;
     std::set<rank_ref> joined;   ///< decode ranks that opened it and did not leave yet
+    std::set<rank_ref> left;     ///< decode ranks that released it
+    bool late_excused = false;   ///< members that never joined are no longer waited for
     std::set<rank_ref> prefill;  ///< prefill participants named so far
     std::chrono::steady_clock::time_point opened{};  ///< when the first join came
+    /// When each member's join was heard while the decider kept time (see
+    /// the decider's lease).
+    std::map<rank_ref, std::chrono::steady_clock::time_point> joined_at;
+  };
+
+  /// A decided room no longer on record: its verdict, for a member that joins
+  /// it late (it had not taken part when the record was forgotten).
+  struct tombstone {
+    room_key key;
+    verdict outcome;
+    std::set<rank_ref> took_part;  ///< members that joined or left it before
   };
 
   /// `first_generation` seeds the room generations (distinct per incarnation).
@@ -43,9 +57,11 @@ class decision_book {
   /// A decode rank opened room `id`: the first join creates the room, draws
   /// its generation and makes every decode rank of the instance a
   /// participant; `prefill` adds prefill participants while undecided. `now`
-  /// is the time of the join.
+  /// is the time of the join; `heard`, when set, the time the joining member
+  /// is known to have been alive.
   room& join(uint64_t id, const rank_ref& decode_rank, const std::vector<rank_ref>& prefill,
-             std::chrono::steady_clock::time_point now = {});
+             std::chrono::steady_clock::time_point now = {},
+             std::optional<std::chrono::steady_clock::time_point> heard = std::nullopt);
 
   /// The room of `key`: same id, and same generation unless key's is 0.
   room* find(const room_key& key);
@@ -56,11 +72,29 @@ class decision_book {
   /// A failure was reported; the verdict if it is the first word on the room.
   std::optional<verdict> fail(room& r, failure why);
 
-  /// A decode rank released the room. True when it was the last joined one
-  /// (the room is forgotten).
-  bool leave(const room_key& key, const rank_ref& who);
+  /// A decode rank released the room. True when that makes it forgotten
+  /// (see forget_if_done()).
+  bool leave(const room_key& key, const rank_ref& who, const std::set<rank_ref>& members);
 
-  /// Keys of the rooms `who` has joined.
+  /// Forgets room `id` once every decode rank in `members` (the live ones)
+  /// has released it: a member that has not joined yet will, and must still
+  /// find the verdict. True when forgotten.
+  bool forget_if_done(uint64_t id, const std::set<rank_ref>& members);
+
+  /// Members that never joined room `key` are no longer waited for.
+  void excuse_late(const room_key& key);
+
+  /// Ids of every room on record.
+  std::vector<uint64_t> ids() const;
+
+  /// The tombstone of room `id` if member `who` joins it late (it took no
+  /// part in it before it was forgotten): it gets that verdict, on every join
+  /// it sends. nullptr otherwise (a new room that reuses the id, or none).
+  const tombstone* late_join(uint64_t id, const rank_ref& who);
+
+  size_t tombstones() const { return tombstones_.size(); }
+
+  /// Keys of the rooms `who` has joined (and not left).
   std::vector<room_key> rooms_of(const rank_ref& who) const;
 
   /// Keys of the rooms with no verdict yet.
@@ -81,6 +115,7 @@ class decision_book {
   uint32_t pp_size_;
   uint64_t next_generation_;
   std::map<uint64_t, room> rooms_;
+  std::deque<tombstone> tombstones_;  // the newest last, bounded
 };
 
 }  // namespace kvferry

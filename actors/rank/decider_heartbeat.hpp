@@ -2,7 +2,7 @@
 // while it has live rooms it checks every heartbeat interval that their
 // deciders are still heard from. A decider silent for longer than
 // deadlines::decider_silence() (frozen, partitioned away) fails the rooms it
-// decides here, with a cause every rank words the same.
+// decides here, with the cause every rank uses for a lost decider.
 //
 // A check that runs late by more than a heartbeat means the rank itself was
 // stalled: its deciders get a fresh grace period (and their verdicts, queued
@@ -25,16 +25,24 @@
 
 namespace kvferry {
 
-/// The name a rank gives the decider of decode instance `instance`.
-inline std::string decider_name(const std::string& instance, uint64_t generation) {
-  return instance + " (generation " + std::to_string(generation) + ")";
+/// The decider of decode instance `instance`, as the origin of the failures
+/// it causes by its absence. No generation: a rank that never registered does
+/// not know it, and every rank must word the failure the same.
+inline rank_ref decider_ref(const std::string& instance) {
+  return instance_ref(role::decode, instance, 0);
 }
 
-/// The failure a rank concludes with when the decider named `name` went silent.
-inline failure decider_silent(const std::string& name, std::chrono::nanoseconds limit) {
-  return failure{errc::heartbeat_lost,
-                 "the decider of " + name + " sent no heartbeat for " + format_duration(limit),
-                 rank_ref{}};
+/// The failure every rank concludes with when `decider` is lost: it went
+/// down, fell silent for longer than allowed, or never answered. One wording
+/// whatever the way a rank found out (its log says which), so that ranks that
+/// found out differently still agree.
+inline failure decider_lost(const rank_ref& decider) {
+  return failure{errc::peer_down, "the decider of " + decider.instance + " was lost", decider};
+}
+
+/// Stands for a decider that is not watched (no live room named it).
+inline rank_ref unknown_decider() {
+  return decider_ref("an unknown decode instance");
 }
 
 /// Schedules the next check unless one is.
@@ -51,9 +59,16 @@ void arm_decider_check(Self* self) {
 /// Starts (or restarts) watching `decider`, the decider of a room that just
 /// went live on this rank.
 template <class Self, class Handle>
-void watch_decider(Self* self, const Handle& decider, std::string name) {
-  self->state.heard.watch(decider.address(), std::move(name), self->clock().now());
+void watch_decider(Self* self, const Handle& decider, rank_ref who) {
+  self->state.heard.watch(decider.address(), std::move(who), self->clock().now());
   arm_decider_check(self);
+}
+
+/// True when the decider at `addr` was heard from recently enough to be alive.
+template <class Self>
+bool decider_alive(Self* self, const caf::actor_addr& addr) {
+  auto& st = self->state;
+  return st.heard.heard_within(addr, self->clock().now(), st.cfg.limits.decider_silence());
 }
 
 /// Something came from the current sender: if it is a watched decider, it is
@@ -88,8 +103,8 @@ void check_deciders(Self* self, Rooms& rooms, DeciderOf decider_of, Settle settl
   }
   auto limit = st.cfg.limits.decider_silence();
   for (auto& gone : st.heard.silent(now, limit)) {
-    auto why = decider_silent(st.heard.name(gone), limit);
-    log().warn("[{}] {}", to_string(st.cfg.self), why.cause);
+    auto why = decider_lost(st.heard.label_or(gone, unknown_decider()));
+    log().warn("[{}] {}: silent for {}", to_string(st.cfg.self), why.cause, format_duration(limit));
     for (auto& [id, room] : rooms)
       if (!room.fsm().terminal() && decider_of(room) == gone)
         settle(room, why);

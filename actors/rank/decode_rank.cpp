@@ -25,6 +25,7 @@ constexpr auto request_timeout = std::chrono::seconds{5};
 constexpr auto retry_base = std::chrono::milliseconds{50};
 constexpr auto retry_max = std::chrono::seconds{1};
 constexpr auto register_retry = std::chrono::seconds{1};
+constexpr uint32_t max_verdict_extensions = 2;
 
 std::string who(self_ptr self) {
   return "[" + to_string(self->state.cfg.self) + "]";
@@ -118,6 +119,13 @@ void join(self_ptr self, decode_room& room) {
     room.mark_announced();
   }
   self->send(st.decider, std::move(j));
+  room.join_sent();
+  // From now on the decider owes this room a verdict: it must stay heard from.
+  if (!room.joined() && !room.fsm().terminal()) {
+    room.mark_joined();
+    auto& me = st.cfg.self;
+    watch_decider(self, st.decider, decider_ref(me.instance));
+  }
 }
 
 void send_requests(self_ptr self, decode_room& room) {
@@ -149,7 +157,9 @@ void advance(self_ptr self, decode_room& room) {
   if (!room.has_sources())
     room.set_sources(p->second.sources);
   join(self, room);
-  if (!room.keyed())
+  // Requests go out only once the decider knows whom they go to: a prefill
+  // rank that is asked is always one the verdict will reach.
+  if (!room.keyed() || !room.announcement_keyed())
     return;
   room.fsm().advance(kv_poll::waiting_for_input);
   if (room.initialized() && !room.requested())
@@ -379,8 +389,8 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
   if (st.decider && st.decider.address() == dm.source) {
     log().log(level, "{} the decider went down: {}", who(self), caf::to_string(dm.reason));
     st.registered = false;
-    failure why{errc::peer_down, "the decider went down (" + caf::to_string(dm.reason) + ")",
-                st.cfg.self};
+    auto& me = st.cfg.self;
+    auto why = decider_lost(decider_ref(me.instance));
     for (auto& [id, room] : st.rooms)
       if (!room.fsm().terminal())
         settle(self, room, kv_poll::failed, why);
@@ -523,11 +533,11 @@ decode_rank_actor::behavior_type decode_rank(
       // -- the decider ----------------------------------------------------------
       [self](room_keyed& msg) {
         auto i = self->state.rooms.find(msg.key.room);
-        if (i == self->state.rooms.end() || i->second.keyed())
+        if (i == self->state.rooms.end())
           return;
+        i->second.key_received();
         i->second.set_generation(msg.key.generation);
-        auto& me = self->state.cfg.self;
-        watch_decider(self, self->state.decider, decider_name(me.instance, me.instance_generation));
+        heard_from_sender(self);
         advance(self, i->second);
         sync(self, i->second);
       },
@@ -550,10 +560,12 @@ decode_rank_actor::behavior_type decode_rank(
         check_deciders(
             self, self->state.rooms,
             [self](const decode_room& room) {
-              return room.keyed() ? self->state.decider.address() : caf::actor_addr{};
+              return room.joined() ? self->state.decider.address() : caf::actor_addr{};
             },
             [self](decode_room& room, const failure& why) {
               settle(self, room, kv_poll::failed, why);
+              // If it was only cut off, it hears this first when it is back.
+              self->send(self->state.decider, room_failure{room.key(), why});
             });
       },
       [self](deadline_atom, uint64_t id, uint64_t epoch) {
@@ -567,7 +579,26 @@ decode_rank_actor::behavior_type decode_rank(
                          ? failure{errc::peer_down, room.fsm().stuck_cause(room.key()), st.cfg.self}
                          : room.reported();
           log().warn("{} {}", who(self), room.fsm().stuck_cause(room.key()));
+          // A decider still heard from is late, not gone: it hears why and
+          // decides for everyone. Only a silent one is left behind.
+          if (st.registered && decider_alive(self, st.decider.address()) &&
+              room.fsm().wait_longer() <= max_verdict_extensions) {
+            self->send(st.decider, room_failure{room.key(), why});
+            sync(self, room);
+            return;
+          }
           settle(self, room, kv_poll::failed, why);
+          return;
+        }
+        if (!st.registered) {
+          // The decider never answered this rank: the room concludes here
+          // with the words every rank uses for a silent decider.
+          log().warn("{} {}, and the decider of {} never answered", who(self),
+                     room.fsm().stuck_cause(room.key()), st.cfg.self.instance);
+          auto why = decider_lost(decider_ref(st.cfg.self.instance));
+          settle(self, room, kv_poll::failed, why);
+          if (st.decider)
+            self->send(st.decider, room_failure{room.key(), why});
           return;
         }
         failure why{errc::deadline, room.fsm().stuck_cause(room.key()), st.cfg.self};

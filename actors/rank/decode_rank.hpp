@@ -77,7 +77,7 @@ struct decode_rank_state {
   decider_actor decider;
   bool registered = false;
   /// The decider, watched while a keyed room is live here.
-  silence_watch<caf::actor_addr, caf::actor_clock::time_point> heard;
+  silence_watch<caf::actor_addr, caf::actor_clock::time_point, rank_ref> heard;
   bool beat_armed = false;
   caf::actor_clock::time_point beat_due{};  // when the armed check should run
 };

@@ -62,6 +62,16 @@ class decode_room {
   /// True once the decider knows the room's prefill participants.
   bool announced() const { return announced_; }
   void mark_announced() { announced_ = true; }
+  /// The decider has been told about the room (at least its id).
+  bool joined() const { return joined_; }
+  void mark_joined() { joined_ = true; }
+  /// Joins sent and keys received: the decider keys every join, in order.
+  void join_sent() { ++joins_sent_; }
+  void key_received() { ++keys_received_; }
+  /// True once the decider has keyed the join that named the prefill
+  /// participants: from then on a verdict reaches them too, so requests may
+  /// go to them.
+  bool announcement_keyed() const { return announced_ && keys_received_ >= joins_sent_; }
 
   /// True once the requests went to the sources (and the room's fence is open).
   bool requested() const { return requested_; }
@@ -103,6 +113,9 @@ class decode_room {
   std::vector<room_source> sources_;
   std::vector<rank_ref> done_;
   bool announced_ = false;
+  bool joined_ = false;
+  uint32_t joins_sent_ = 0;
+  uint32_t keys_received_ = 0;
   bool requested_ = false;
   bool finished_ = false;
   failure reported_;

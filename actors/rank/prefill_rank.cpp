@@ -23,6 +23,7 @@ constexpr auto request_timeout = std::chrono::seconds{5};
 constexpr auto register_retry = std::chrono::seconds{1};
 constexpr size_t max_tombstones = 4096;
 constexpr size_t max_pending = 65536;
+constexpr uint32_t max_verdict_extensions = 2;
 
 std::string who(self_ptr self) {
   return "[" + to_string(self->state.cfg.self) + "]";
@@ -97,6 +98,12 @@ void dispatch(self_ptr self, prefill_room& room) {
 
 void handle_request(self_ptr self, prefill_room& room, const room_request& req) {
   auto& st = self->state;
+  if (room.fsm().state() == kv_poll::failed) {
+    // Concluded here already (alone, or by a verdict on a record the decider
+    // has since forgotten): the decider hears why, whatever it keys it now.
+    self->send(req.decider, room_failure{req.key, room.fsm().why()});
+    return;
+  }
   if (room.key().generation != 0 && room.key().generation != req.key.generation) {
     // Another incarnation of the id is live here: refuse the newcomer only.
     self->send(req.decider,
@@ -107,20 +114,18 @@ void handle_request(self_ptr self, prefill_room& room, const room_request& req) 
                                              st.cfg.self}});
     return;
   }
-  if (!st.deciders.count(room.id())) {
-    st.deciders.emplace(room.id(), req.decider);
-    self->monitor(req.decider);
-    if (!room.fsm().terminal())
-      watch_decider(self, req.decider,
-                    decider_name(req.decode_rank.instance, req.decode_rank.instance_generation));
-  }
-  room.adopt(req.key.generation);
   if (room.fsm().terminal()) {
     // Concluded alone before any decode rank asked: the decider hears why.
     if (room.fsm().state() == kv_poll::failed)
       self->send(req.decider, room_failure{req.key, room.fsm().why()});
     return;
   }
+  if (!st.deciders.count(room.id())) {
+    st.deciders.emplace(room.id(), req.decider);
+    self->monitor(req.decider);
+    watch_decider(self, req.decider, decider_ref(req.decode_rank.instance));
+  }
+  room.adopt(req.key.generation);
   auto peer = st.peers.find(req.decode_rank);
   if (peer == st.peers.end()) {
     report(self, room,
@@ -234,12 +239,12 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
     if (dec.address() != dm.source)
       continue;
     auto r = st.rooms.find(id);
-    if (r != st.rooms.end() && !r->second.fsm().terminal())
-      settle(self, r->second, kv_poll::failed,
-             failure{errc::peer_down,
-                     "the decider of " + to_string(r->second.key()) + " went down (" +
-                         caf::to_string(dm.reason) + ")",
-                     st.cfg.self});
+    if (r == st.rooms.end() || r->second.fsm().terminal())
+      continue;
+    log().log(level, "{} {}: its decider went down: {}", who(self), to_string(r->second.key()),
+              caf::to_string(dm.reason));
+    settle(self, r->second, kv_poll::failed,
+           decider_lost(st.heard.label_or(dm.source, unknown_decider())));
   }
   for (auto i = st.peers.begin(); i != st.peers.end();) {
     if (i->second.handle.address() != dm.source) {
@@ -449,14 +454,33 @@ prefill_rank_actor::behavior_type prefill_rank(
           return;
         auto& room = i->second;
         auto& st = self->state;
+        auto d = st.deciders.find(id);
         if (room.fsm().awaiting_verdict()) {
-          // The decider never answered: conclude with the cause this rank
-          // reported, or, having finished, with the silence itself.
+          // No verdict in time: the cause this rank reported, or, having
+          // finished, the wait itself. A decider still heard from is late,
+          // not gone: it hears why and decides for everyone; only a silent
+          // one is left behind.
           log().warn("{} {}", who(self), room.fsm().stuck_cause(room.key()));
           auto why = room.reported() ? room.reported()
                                      : failure{errc::peer_down, room.fsm().stuck_cause(room.key()),
                                                st.cfg.self};
+          if (d != st.deciders.end() && decider_alive(self, d->second.address()) &&
+              room.fsm().wait_longer() <= max_verdict_extensions) {
+            self->send(d->second, room_failure{room.key(), why});
+            sync(self, room);
+            return;
+          }
           settle(self, room, kv_poll::failed, why);
+          return;
+        }
+        if (d == st.deciders.end()) {
+          // No decode rank ever asked for the room: every rank of this
+          // instance concludes alone, and all of them say the same.
+          settle(self, room, kv_poll::failed,
+                 failure{errc::deadline,
+                         room.fsm().stuck_cause(room.key()) + ": no decode rank asked for it",
+                         instance_ref(role::prefill, st.cfg.self.instance,
+                                      st.cfg.self.instance_generation)});
           return;
         }
         report(self, room,
@@ -491,6 +515,9 @@ prefill_rank_actor::behavior_type prefill_rank(
             },
             [self](prefill_room& room, const failure& why) {
               settle(self, room, kv_poll::failed, why);
+              // If it was only cut off, it hears this first when it is back.
+              if (auto d = self->state.deciders.find(room.id()); d != self->state.deciders.end())
+                self->send(d->second, room_failure{room.key(), why});
             });
       });
 }

@@ -72,7 +72,7 @@ struct prefill_rank_state {
   bootstrap_actor bootstrap;
   bool registered = false;
   /// The deciders of this rank's live rooms, watched for silence.
-  silence_watch<caf::actor_addr, caf::actor_clock::time_point> heard;
+  silence_watch<caf::actor_addr, caf::actor_clock::time_point, rank_ref> heard;
   bool beat_armed = false;
   caf::actor_clock::time_point beat_due{};  // when the armed check should run
 };

@@ -70,6 +70,12 @@ void room_fsm::await_verdict(std::chrono::nanoseconds after, bool finished) {
   arm(after);
 }
 
+uint32_t room_fsm::wait_longer() {
+  if (!terminal() && awaiting_verdict_)
+    arm(limits_.verdict);
+  return ++extensions_;
+}
+
 std::optional<room_fsm::timer> room_fsm::take_timer() {
   if (!timer_pending_ || terminal())
     return std::nullopt;

@@ -62,6 +62,10 @@ class room_fsm {
   void await_verdict(std::chrono::nanoseconds after, bool finished);
   bool awaiting_verdict() const { return awaiting_verdict_; }
 
+  /// The verdict is late while the decider is still heard from: wait another
+  /// verdict deadline. Returns how many times the wait was extended.
+  uint32_t wait_longer();
+
   /// The timer armed since the last call, once; nullopt if nothing new.
   std::optional<timer> take_timer();
 
@@ -84,6 +88,7 @@ class room_fsm {
   bool timer_pending_ = false;
   bool awaiting_verdict_ = false;
   bool finished_ = false;
+  uint32_t extensions_ = 0;
 };
 
 /// "300s", "1.5s", "250ms", "40us".

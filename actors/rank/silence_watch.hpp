@@ -1,24 +1,23 @@
 // A rank's watch over the deciders of its live rooms, plain logic: when each
 // was last heard from (a ping, a key, a verdict), and which has been silent
-// longer than allowed. Each watched decider carries the name that goes into
-// the cause, so every rank that declares it lost says the same words.
+// longer than allowed. Each watched decider carries a label (who it is) that
+// goes into the cause, so every rank that declares it lost says the same words.
 #pragma once
 
 #include <map>
 #include <set>
-#include <string>
 #include <vector>
 
 namespace kvferry {
 
-template <class Key, class TimePoint>
+template <class Key, class TimePoint, class Label>
 class silence_watch {
  public:
-  /// Starts watching `who` (named `name`), or restarts its grace period: a
-  /// decider that pinged nobody while it had no live room is not silent.
-  void watch(const Key& who, std::string name, TimePoint now) {
+  /// Starts watching `who` (labelled `label`), or restarts its grace period:
+  /// a decider that pinged nobody while it had no live room is not silent.
+  void watch(const Key& who, Label label, TimePoint now) {
     auto& e = watched_[who];
-    e.name = std::move(name);
+    e.label = std::move(label);
     if (e.last < now)
       e.last = now;
   }
@@ -47,7 +46,18 @@ class silence_watch {
     return out;
   }
 
-  const std::string& name(const Key& who) const { return watched_.at(who).name; }
+  /// True when `who` is watched and was heard from within `limit` of `now`.
+  template <class Duration>
+  bool heard_within(const Key& who, TimePoint now, Duration limit) const {
+    auto i = watched_.find(who);
+    return i != watched_.end() && now - i->second.last <= limit;
+  }
+
+  /// The label `who` is watched under, or `fallback` when it is not watched.
+  Label label_or(const Key& who, Label fallback) const {
+    auto i = watched_.find(who);
+    return i == watched_.end() ? fallback : i->second.label;
+  }
 
   /// Stops watching every peer not in `keep`.
   void retain(const std::set<Key>& keep) {
@@ -58,7 +68,7 @@ class silence_watch {
 
  private:
   struct entry {
-    std::string name;
+    Label label;
     TimePoint last{};
   };
   std::map<Key, entry> watched_;

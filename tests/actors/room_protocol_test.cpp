@@ -26,7 +26,7 @@ TEST_CASE_METHOD(protocol_fixture, "registration: the prefill rank joins its boo
   sched.run_once();
   expect((rank_registration), from(p()).to(boot));
   expect((registration_ack), from(boot).to(p()).with(registration_ack{"prefill-0", 7}));
-  auto topo = request<topology>(boot, topology_atom_v);
+  auto topo = ask<topology>(boot, topology_atom_v);
   REQUIRE(topo.complete());
   CHECK(topo.ranks.front().rank.instance == "prefill-0");
   CHECK(topo.ranks.front().rank.instance_generation == 7u);
@@ -50,10 +50,12 @@ TEST_CASE_METHOD(protocol_fixture, "a room walks every state on both sides, step
   expect((dest_registration), from(d()).to(p()));
   expect((peer_connect), from(p()).to(t()));
   expect((dest_accepted), from(p()).to(d()));
-  CHECK(r.poll() == kv_poll::waiting_for_input);
-  // The decider learns the room's prefill participants.
+  CHECK(r.poll() == kv_poll::bootstrapping);
+  // The decider learns the room's prefill participants; only once it has
+  // keyed that join may requests go to them (a verdict will reach them).
   expect((room_join), from(d()).to(dec));
   expect((room_keyed), from(dec).to(d()));
+  CHECK(r.poll() == kv_poll::waiting_for_input);
 
   // Decode reserves pages 10, 11, 12, 30 and aux row 3; prefill has not opened
   // the room yet, so the request waits there.
@@ -139,7 +141,7 @@ TEST_CASE_METHOD(protocol_fixture, "an actor scheduler polls by message", "[acto
   start();
   auto s = prefill.rt->make_sender(11);
   sched.run();
-  auto st = request<room_status>(p(), room_poll_atom_v, uint64_t{11});
+  auto st = ask<room_status>(p(), room_poll_atom_v, uint64_t{11});
   CHECK(st.state == kv_poll::bootstrapping);
   CHECK(st.key.room == 11u);
 }
@@ -159,7 +161,7 @@ TEST_CASE_METHOD(protocol_fixture, "a cleared room is never resurrected by late 
     s.send(src, true);
     sched.run();
     REQUIRE(r.poll() == kv_poll::success);
-    key = request<room_status>(d(), room_poll_atom_v, uint64_t{12}).key;
+    key = ask<room_status>(d(), room_poll_atom_v, uint64_t{12}).key;
   }  // both handles clear their rooms
   sched.run();
   // Late messages about the cleared room, from either side.

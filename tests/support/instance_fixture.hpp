@@ -16,6 +16,9 @@
 #include "actors/decision/decider_actor.hpp"
 #include "actors/facade/runtime.hpp"
 #include "actors/log.hpp"
+#include "actors/rank/decode_rank.hpp"
+#include "actors/rank/prefill_rank.hpp"
+#include "actors/transfer/transfer_actor.hpp"
 #include "apps/common/host_pool.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/type_registry.hpp"
@@ -63,6 +66,13 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
 
   bootstrap_locator where() const { return bootstrap_locator{boot, "", 0}; }
 
+  /// The state of the live stateful actor behind `h`: tests look inside.
+  template <class State, class Handle>
+  static State& state_of(const Handle& h) {
+    auto* a = caf::actor_cast<caf::abstract_actor*>(h);
+    return dynamic_cast<typename Handle::template stateful_pointer<State>>(a)->state;
+  }
+
   // -- frozen actors: a process stopped (SIGSTOP) or cut off ------------------
 
   /// Actors whose jobs do not run: their mailboxes fill, nothing answers.
@@ -96,7 +106,8 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
     }
   }
 
-  void start(uint32_t p_tp, uint32_t p_pp, uint32_t d_tp, uint32_t d_pp) {
+  /// Spawns both instances; with `settle`, runs until registration is done.
+  void start(uint32_t p_tp, uint32_t p_pp, uint32_t d_tp, uint32_t d_pp, bool settle = true) {
     boot = sys.spawn(bootstrap, std::string{"prefill-0"}, uint64_t{3});
     dec = sys.spawn(decider, std::string{"decode-0"}, d_tp, d_pp, uint64_t{4}, limits);
     for (uint32_t s = 0; s < p_pp; ++s)
@@ -105,7 +116,8 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
     for (uint32_t s = 0; s < d_pp; ++s)
       for (uint32_t t = 0; t < d_tp; ++t)
         decode.push_back(make(role::decode, t, d_tp, s, d_pp, decode.size()));
-    sched.run();
+    if (settle)
+      sched.run();
   }
 
   /// Opens room `id` on every rank, sends its pages in chunks of `chunk`

@@ -74,6 +74,20 @@ struct pair_fixture : coordinator_fixture {
 
   bootstrap_locator where() const { return bootstrap_locator{boot, "", 0}; }
 
+  /// Asks `who` and returns its answer, running only the jobs that answer
+  /// needs: the deciders ping for good, so "run until no timer is left" (the
+  /// DSL's request<T>()) would never end.
+  template <class T, class Handle, class... Ts>
+  T ask(const Handle& who, Ts... xs) {
+    auto rh = self->request(who, caf::infinite, std::move(xs)...);
+    sched.run();
+    std::optional<T> out;
+    rh.receive([&](T& x) { out = std::move(x); },
+               [&](caf::error& err) { FAIL("the request failed: " << sys.render(err)); });
+    REQUIRE(out);
+    return std::move(*out);
+  }
+
   /// Starts a rank with its own pool of `shape` and `page`.
   rank_under_test make_rank(role side, const apps::model_shape& s, uint32_t page,
                             std::string instance, uint32_t tp_size = 1, uint32_t pp_size = 1,
