@@ -12,6 +12,8 @@ packages=(
   libspdlog-dev libfmt-dev  # logging
   libibverbs-dev librdmacm-dev  # the verbs backend (built always, runs where a device is)
   iproute2                  # ip netns, for multi-host tests
+  ucx-utils                 # ucx_perftest, beside kvferry-bench transports (optional there)
+  gnuplot-nox               # docs/transports.png (optional: the bench and tests run without)
 )
 
 missing=()

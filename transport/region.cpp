@@ -47,4 +47,9 @@ uint64_t region_table::length_of(region_id id) const {
   return i == regions_.end() ? 0 : i->second.length;
 }
 
+uint64_t region_table::length_of(const read_guard&, region_id id) const {
+  auto i = regions_.find(id);
+  return i == regions_.end() ? 0 : i->second.length;
+}
+
 }  // namespace kvferry::transport

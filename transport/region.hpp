@@ -44,6 +44,9 @@ class region_table {
   /// Size of region `id`, 0 if unknown.
   uint64_t length_of(region_id id) const;
 
+  /// Size of region `id`, 0 if unknown, under a guard the caller holds.
+  uint64_t length_of(const read_guard& held, region_id id) const;
+
  private:
   struct entry {
     std::byte* base;

@@ -3,7 +3,9 @@
 #include <functional>
 #include <utility>
 
+#include "transport/auto/auto_transport.hpp"
 #include "transport/inproc/inproc_transport.hpp"
+#include "transport/shm/shm_transport.hpp"
 #include "transport/tcp/tcp_transport.hpp"
 
 namespace kvferry::transport {
@@ -16,6 +18,8 @@ const std::vector<std::pair<std::string, factory>>& table() {
   static const std::vector<std::pair<std::string, factory>> rows{
       {"inproc", [](const options& o) { return inproc::make_inproc_transport(o); }},
       {"tcp", [](const options& o) { return tcp::make_tcp_transport(o); }},
+      {"shm", [](const options& o) { return shm::make_shm_transport(o); }},
+      {"auto", [](const options& o) { return automatic::make_auto_transport(o); }},
   };
   return rows;
 }

@@ -11,7 +11,7 @@
 
 namespace kvferry::transport {
 
-/// Creates the backend called `backend` ("inproc", "tcp").
+/// Creates the backend called `backend` ("inproc", "tcp", "shm", "auto").
 result<std::unique_ptr<transport>> make_transport(std::string_view backend, const options& opts);
 
 /// The backends built into this binary.

@@ -2,7 +2,9 @@
 //
 // Measures kvferry against the machine's own limits in the same run and
 // prints one line per figure (one JSON object per line with --json). Suites:
-//   tcp   tcp_bandwidth (vs a raw TCP stream), room_latency_us (vs CAF's RTT)
+//   tcp         tcp_bandwidth (vs a raw TCP stream), room_latency_us (vs CAF's RTT)
+//   transports  shm_kv_bandwidth (vs memcpy), tcp_kv_bandwidth (vs a raw TCP stream),
+//               both per write size 4 KiB..16 MiB, beside ucx_perftest when installed
 // The bench starts its peers itself (--peer=NAME re-executes this binary).
 #include <cstdlib>
 #include <iostream>
@@ -11,6 +13,7 @@
 #include "actors/log.hpp"
 #include "apps/bench/bench_args.hpp"
 #include "apps/bench/suite_tcp.hpp"
+#include "apps/bench/suite_transports.hpp"
 
 namespace {
 
@@ -19,7 +22,12 @@ int usage() {
                "suites:\n"
                "  tcp   tcp_bandwidth: KV-shaped batches through the tcp backend, baseline a raw\n"
                "        TCP stream between the same two processes; room_latency_us: p50/p99 of\n"
-               "        one small room across two processes, baseline CAF's request round trip\n";
+               "        one small room across two processes, baseline CAF's request round trip\n"
+               "  transports  shm_kv_bandwidth (baseline memcpy of the same ops) and\n"
+               "        tcp_kv_bandwidth (baseline a raw TCP stream) for KV-shaped batches, then\n"
+               "        per write size 4 KiB..16 MiB, beside ucx_perftest put bandwidth when\n"
+               "        installed; --table=PATH writes the per-size table for the plot,\n"
+               "        --backends=shm,tcp picks backends, --no-ucx skips UCX\n";
   return 2;
 }
 
@@ -35,11 +43,16 @@ int main(int argc, char** argv) {
         return kvferry::bench::run_tcp_sink_peer(a);
       if (peer == "prefill-rooms")
         return kvferry::bench::run_prefill_rooms_peer(a);
-      std::cerr << "kvferry-bench: --peer=" << peer << ", expected tcp-sink or prefill-rooms\n";
+      if (peer == "transport-sink")
+        return kvferry::bench::run_transport_sink_peer(a);
+      std::cerr << "kvferry-bench: --peer=" << peer
+                << ", expected tcp-sink, prefill-rooms or transport-sink\n";
       return 2;
     }
     if (a.suite == "tcp")
       return kvferry::bench::run_tcp_suite(a);
+    if (a.suite == "transports")
+      return kvferry::bench::run_transports_suite(a);
     if (!a.suite.empty())
       std::cerr << "kvferry-bench: unknown suite '" << a.suite << "'\n";
     return usage();

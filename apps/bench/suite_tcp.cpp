@@ -23,6 +23,7 @@
 #include "actors/facade/runtime.hpp"
 #include "actors/plan/planner.hpp"
 #include "apps/bench/bench_report.hpp"
+#include "apps/bench/kv_traffic.hpp"
 #include "apps/common/child_process.hpp"
 #include "apps/common/host_pool.hpp"
 #include "apps/common/scheduler_driver.hpp"
@@ -35,132 +36,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-constexpr size_t raw_chunk = 1 << 20;
-
-/// The KV shape both processes use for bandwidth: a 7B model's pages.
-apps::model_shape bandwidth_shape() {
-  return apps::llama_7b();
-}
-
-/// The layout of a host_pool whose buffers were registered in order (ids 1..n).
-kv_layout registered_layout(const apps::host_pool& pool) {
-  std::vector<uint32_t> ids(pool.buffers());
-  std::iota(ids.begin(), ids.end(), 1u);
-  return *layout_of(pool.describe(), ids);
-}
-
-std::string self_exe() {
-  char buf[4096];
-  auto n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0)
-    throw std::runtime_error("cannot find my own executable");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
-/// Blocks until the parent closes our stdin.
-void wait_for_parent() {
-  char c;
-  while (::read(0, &c, 1) > 0)
-    ;
-}
-
-/// Reads the baseline stream: per round, an 8-byte length, that many bytes
-/// into the pool's memory (cycling through its buffers), then a 1-byte ack.
-void raw_sink(int fd, const apps::host_pool& pool) {
-  uint64_t want = 0;
-  size_t buffer = 0, offset = 0;
-  auto region_bytes = pool.item_len() * pool.pages();
-  while (transport::tcp::read_exact(fd, &want, sizeof(want)).ok()) {
-    while (want > 0) {
-      auto len = std::min<uint64_t>({want, raw_chunk, region_bytes - offset});
-      if (!transport::tcp::read_exact(fd, pool.page(buffer, 0) + offset, len).ok())
-        return;
-      want -= len;
-      offset += len;
-      if (offset == region_bytes) {
-        offset = 0;
-        buffer = (buffer + 1) % pool.buffers();
-      }
-    }
-    char ack = 1;
-    if (::send(fd, &ack, 1, MSG_NOSIGNAL) != 1)
-      return;
-  }
-}
-
-/// One baseline round: `bytes` from the source pool's memory down a raw socket.
-double raw_round(int fd, const apps::host_pool& pool, uint64_t bytes) {
-  auto t0 = clock_type::now();
-  if (::send(fd, &bytes, sizeof(bytes), MSG_NOSIGNAL) != sizeof(bytes))
-    throw std::runtime_error("raw baseline: send failed");
-  size_t buffer = 0, offset = 0;
-  auto region_bytes = pool.item_len() * pool.pages();
-  uint64_t left = bytes;
-  while (left > 0) {
-    auto len = std::min<uint64_t>({left, raw_chunk, region_bytes - offset});
-    std::vector<iovec> iov{{pool.page(buffer, 0) + offset, len}};
-    if (!transport::tcp::write_all(fd, iov).ok())
-      throw std::runtime_error("raw baseline: write failed");
-    left -= len;
-    offset += len;
-    if (offset == region_bytes) {
-      offset = 0;
-      buffer = (buffer + 1) % pool.buffers();
-    }
-  }
-  char ack;
-  if (!transport::tcp::read_exact(fd, &ack, 1).ok())
-    throw std::runtime_error("raw baseline: no ack");
-  return static_cast<double>(bytes) /
-         std::chrono::duration<double>(clock_type::now() - t0).count() / 1e9;
-}
-
-/// Counts completions of the current round.
-struct round_counter {
-  std::mutex mu;
-  std::condition_variable cv;
-  uint64_t done = 0;
-  uint64_t failed = 0;
-  std::string first_error;
-};
-
-/// One transport round: `bytes` as KV-shaped batches of `chunk` pages with
-/// random page orders on both sides, `window` batches in flight.
-double transport_round(transport::transport& net, transport::peer_id peer, const kv_layout& src,
-                       const kv_layout& dst, uint64_t bytes, uint32_t chunk, uint32_t window,
-                       std::mt19937& rng, round_counter& rc, uint64_t& writes) {
-  std::vector<uint32_t> sp(src.page_capacity()), dp(dst.page_capacity());
-  std::iota(sp.begin(), sp.end(), 0u);
-  std::iota(dp.begin(), dp.end(), 0u);
-  auto per_batch = uint64_t{chunk} * src.kv_buffers.size() * src.kv_buffers[0].item_len;
-  auto batches = std::max<uint64_t>(1, bytes / per_batch);
-  {
-    std::lock_guard g{rc.mu};
-    rc.done = 0;
-  }
-  auto t0 = clock_type::now();
-  for (uint64_t b = 0; b < batches; ++b) {
-    std::shuffle(sp.begin(), sp.end(), rng);
-    std::shuffle(dp.begin(), dp.end(), rng);
-    auto plan = plan_kv(src, dst, std::span{sp.data(), chunk}, std::span{dp.data(), chunk});
-    if (!plan.ok())
-      throw std::runtime_error(plan.error().to_string());
-    writes += plan->ops.size();
-    {
-      std::unique_lock g{rc.mu};
-      rc.cv.wait(g, [&] { return b - rc.done < window; });
-    }
-    if (auto st = net.post(peer, transport::write_batch{b, std::move(plan->ops)}); !st.ok())
-      throw std::runtime_error(st.to_string());
-  }
-  std::unique_lock g{rc.mu};
-  rc.cv.wait(g, [&] { return rc.done == batches; });
-  auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
-  if (rc.failed > 0)
-    throw std::runtime_error("transport round failed: " + rc.first_error);
-  return static_cast<double>(batches * per_batch) / secs / 1e9;
-}
 
 void bandwidth(const args& a) {
   auto reps = static_cast<int>(a.get("reps", a.has("quick") ? 3 : 5));
@@ -186,13 +61,7 @@ void bandwidth(const args& a) {
   for (uint32_t b = 0; b < pool.buffers(); ++b)
     (void)*net->register_region(pool.page(b, 0), pool.item_len() * pages);
   round_counter rc;
-  net->set_completion_handler([&rc](transport::completion c) {
-    std::lock_guard g{rc.mu};
-    ++rc.done;
-    if (!c.result.ok() && rc.failed++ == 0)
-      rc.first_error = c.result.to_string();
-    rc.cv.notify_all();
-  });
+  net->set_completion_handler(rc.handler());
   auto peer = *net->connect(endpoint);
   auto layout = registered_layout(pool);
   auto raw = transport::tcp::connect_to({"127.0.0.1", raw_port}, 5000);

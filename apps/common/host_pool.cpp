@@ -1,7 +1,5 @@
 #include "apps/common/host_pool.hpp"
 
-#include <sys/mman.h>
-
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -18,25 +16,13 @@ model_shape deepseek_mla() {
   return model_shape{"deepseek-mla", 61, 1, 576, kv_dtype::bf16, true};
 }
 
-host_memory::host_memory(size_t bytes) : size_(bytes) {
+host_memory::host_memory(size_t bytes) {
   if (bytes == 0)
     return;
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
+  auto made = transport::shared_memory::allocate(bytes, "kvferry-pool");
+  if (!made.ok())
     throw std::bad_alloc{};
-  ::madvise(p, bytes, MADV_HUGEPAGE);
-  std::memset(p, 0, bytes);  // pre-fault: a first touch costs ~50x a copy on this kind of VM
-  data_ = static_cast<std::byte*>(p);
-}
-
-host_memory::host_memory(host_memory&& other) noexcept : data_(other.data_), size_(other.size_) {
-  other.data_ = nullptr;
-  other.size_ = 0;
-}
-
-host_memory::~host_memory() {
-  if (data_)
-    ::munmap(data_, size_);
+  mem_ = std::move(made).value();
 }
 
 host_pool::host_pool(const model_shape& shape, uint32_t page_size, uint32_t pages,

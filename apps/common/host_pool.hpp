@@ -2,7 +2,8 @@
 // demo, the bench and the tests: one buffer per layer it holds (MLA) or per
 // layer and K/V (MHA), of its TP share of the heads, aux rows, optional state
 // components, and the kv_pool description a runtime takes. Memory is
-// pre-faulted (with transparent huge pages where the kernel gives them).
+// memfd-backed shared memory (so every backend, shm included, can register
+// it) and pre-faulted.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,7 @@
 #include "actors/facade/kv_pool.hpp"
 #include "apps/common/kv_pattern.hpp"
 #include "messages/layout.hpp"
+#include "transport/shared_memory.hpp"
 
 namespace kvferry::apps {
 
@@ -47,20 +49,20 @@ struct state_spec {
   uint32_t item_bytes = 64;  ///< a multiple of 8
 };
 
-/// Anonymous memory, pre-faulted, released on destruction.
+/// Shared (memfd) memory, pre-faulted, released on destruction; empty for 0
+/// bytes. Throws std::bad_alloc when the system refuses it.
 class host_memory {
  public:
   explicit host_memory(size_t bytes);
-  host_memory(host_memory&& other) noexcept;
+  host_memory(host_memory&& other) noexcept = default;
   host_memory& operator=(host_memory&&) = delete;
   host_memory(const host_memory&) = delete;
-  ~host_memory();
-  std::byte* data() const { return data_; }
-  size_t size() const { return size_; }
+  ~host_memory() = default;
+  std::byte* data() const { return mem_.data(); }
+  size_t size() const { return mem_.size(); }
 
  private:
-  std::byte* data_ = nullptr;
-  size_t size_ = 0;
+  transport::shared_memory mem_;
 };
 
 /// One rank's pool: `pages` pages per KV buffer, `aux_rows` aux rows.

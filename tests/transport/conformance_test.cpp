@@ -8,6 +8,7 @@
 
 #include "tests/support/completion_log.hpp"
 #include "transport/registry.hpp"
+#include "transport/shared_memory.hpp"
 
 using namespace kvferry;
 using namespace kvferry::transport;
@@ -15,10 +16,19 @@ using kvferry::test::completion_log;
 
 namespace {
 
+/// `n` bytes of shared memory (what every backend can register), as a span.
+struct test_buffer {
+  explicit test_buffer(size_t n) : mem(std::move(shared_memory::allocate(n)).value()) {}
+  std::byte* data() const { return mem.data(); }
+  size_t size() const { return mem.size(); }
+  std::byte& operator[](size_t i) const { return mem.data()[i]; }
+  shared_memory mem;
+};
+
 /// Two transports of one backend: `a` writes into `b`'s regions.
 struct pair {
   std::unique_ptr<transport::transport> a, b;
-  std::vector<std::byte> src, dst;
+  test_buffer src, dst;
   region_id src_id = 0, dst_id = 0;
   peer_id to_b = 0;
   completion_log log;
@@ -58,7 +68,7 @@ struct pair {
 
 }  // namespace
 
-TEST_CASE("backends: writes land, refusals name the values, completions come once",
+TEST_CASE("backends: writes land and refusals name the values and completions come once",
           "[transport][conformance]") {
   auto backend = GENERATE(from_range(backend_names()));
   CAPTURE(backend);
@@ -216,7 +226,7 @@ TEST_CASE("backends: a peer that is gone fails the batches sent to it",
   REQUIRE(a.ok());
   completion_log log;
   (*a)->set_completion_handler(log.handler());
-  std::vector<std::byte> src(64);
+  test_buffer src(64);
   auto s = (*a)->register_region(src.data(), src.size());
   REQUIRE(s.ok());
   auto peer = (*a)->connect(dead_endpoint);

@@ -73,7 +73,7 @@ bool closed_by_peer(int fd) {
 
 }  // namespace
 
-TEST_CASE("tcp: an out-of-bounds op is answered with the error; the connection stays",
+TEST_CASE("tcp: an out-of-bounds op is answered with the error and the connection stays",
           "[transport][tcp]") {
   receiver_side r;
   auto fd = raw_client(r);
@@ -128,7 +128,7 @@ TEST_CASE("tcp: a peer that breaks the wire format loses its connection only", "
   CHECK(r.mem[7] == std::byte{3});
 }
 
-TEST_CASE("tcp: a receiver that goes away fails the batches in flight; a new one is reconnected",
+TEST_CASE("tcp: a receiver that goes away fails the batches in flight and a new one is reconnected",
           "[transport][tcp]") {
   auto r = std::make_unique<receiver_side>();
   auto port = r->where().port;

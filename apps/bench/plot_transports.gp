@@ -1,0 +1,22 @@
+# Bandwidth against write size from `kvferry-bench transports --table=FILE`.
+#   gnuplot -e "data='transports.dat'; out='docs/transports.png'" apps/bench/plot_transports.gp
+# Columns: size_bytes shm memcpy tcp raw_tcp ucx_tcp ucx_posix (GB/s, NaN: not measured).
+if (!exists("data")) data = 'transports.dat'
+if (!exists("out")) out = 'docs/transports.png'
+set terminal pngcairo size 960,600 noenhanced
+set output out
+set title "kvferry transports: bandwidth by write size (one write per batch, 8 batches in flight)"
+set xlabel "write size"
+set ylabel "GB/s"
+set logscale x 2
+set logscale y 10
+set grid
+set key left top
+set datafile missing "NaN"
+set xtics ("4K" 4096, "16K" 16384, "64K" 65536, "256K" 262144, "1M" 1048576, "4M" 4194304, "16M" 16777216)
+plot data using 1:2 with linespoints lw 2 title "kvferry shm", \
+     data using 1:3 with lines dt 2 lw 2 title "memcpy (1 thread)", \
+     data using 1:4 with linespoints lw 2 title "kvferry tcp", \
+     data using 1:5 with lines dt 2 lw 2 title "raw TCP stream", \
+     data using 1:6 with points pt 6 title "ucx_perftest put, tcp", \
+     data using 1:7 with points pt 8 title "ucx_perftest put, posix (cache-hot)"

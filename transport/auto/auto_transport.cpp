@@ -1,0 +1,203 @@
+#include "transport/auto/auto_transport.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <mutex>
+#include <vector>
+
+#include "transport/registry.hpp"
+
+namespace kvferry::transport::automatic {
+
+namespace {
+
+constexpr std::string_view scheme = "auto://";
+
+/// This host and network namespace: peers with the same identity reach each
+/// other's abstract Unix sockets and can share memory.
+std::string host_identity() {
+  std::string boot;
+  std::ifstream{"/proc/sys/kernel/random/boot_id"} >> boot;
+  char ns[128] = {};
+  auto n = ::readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+  std::string id = boot + "/" + (n > 0 ? std::string(ns, static_cast<size_t>(n)) : "");
+  std::replace(id.begin(), id.end(), ';', '_');
+  return id;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == sep) {
+      out.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return out;
+}
+
+class auto_transport final : public transport {
+ public:
+  auto_transport(std::unique_ptr<transport> shm, std::unique_ptr<transport> tcp)
+      : shm_(std::move(shm)), tcp_(std::move(tcp)), host_(host_identity()) {
+    auto forward = [this](completion c) { deliver(std::move(c)); };
+    if (shm_)
+      shm_->set_completion_handler(forward);
+    tcp_->set_completion_handler(forward);
+  }
+
+  std::string_view name() const override { return "auto"; }
+
+  caps capabilities() const override {
+    auto c = tcp_->capabilities();
+    if (shm_) {
+      auto s = shm_->capabilities();
+      c.ordered_writes = c.ordered_writes && s.ordered_writes;
+      c.device_memory = c.device_memory && s.device_memory;
+      c.max_write_bytes = std::min(c.max_write_bytes, s.max_write_bytes);
+    }
+    return c;
+  }
+
+  std::string endpoint() const override {
+    std::lock_guard guard{mu_};
+    std::string out{scheme};
+    out += host_;
+    if (shm_usable_)
+      out += ";" + shm_->endpoint();
+    return out + ";" + tcp_->endpoint();
+  }
+
+  result<region_id> register_region(void* base, uint64_t length) override {
+    std::lock_guard guard{mu_};
+    auto id = tcp_->register_region(base, length);
+    if (!id.ok() || !shm_usable_)
+      return id;
+    // Region ids agree because both backends saw the same registrations; once
+    // shm refuses one (memory that is not shared), it takes no more and no peer
+    // is offered it.
+    auto same = shm_->register_region(base, length);
+    if (!same.ok() || *same != *id)
+      shm_usable_ = false;
+    return id;
+  }
+
+  status deregister_region(region_id id) override {
+    bool shm_too;
+    {
+      std::lock_guard guard{mu_};
+      shm_too = shm_usable_;
+    }
+    auto st = tcp_->deregister_region(id);
+    if (st.ok() && shm_too)
+      shm_->deregister_region(id).ignore();
+    return st;
+  }
+
+  result<peer_id> connect(const std::string& endpoint) override {
+    auto parts = split(endpoint.rfind(scheme, 0) == 0 ? endpoint.substr(scheme.size()) : "", ';');
+    std::string shm_part, tcp_part;
+    for (size_t i = 1; i < parts.size(); ++i) {
+      if (parts[i].rfind("shm://", 0) == 0)
+        shm_part = parts[i];
+      else if (parts[i].rfind("tcp://", 0) == 0)
+        tcp_part = parts[i];
+    }
+    if (parts.size() < 2 || tcp_part.empty())
+      return status::invalid_argument("endpoint '" + endpoint +
+                                      "', expected auto://<host>;[shm://...;]tcp://...");
+    std::lock_guard guard{mu_};
+    bool local = parts[0] == host_ && !shm_part.empty() && shm_usable_;
+    auto& via = local ? shm_ : tcp_;
+    auto peer = via->connect(local ? shm_part : tcp_part);
+    if (!peer.ok())
+      return peer.error();
+    routes_.push_back({via.get(), *peer});
+    return static_cast<peer_id>(routes_.size() - 1);
+  }
+
+  status post(peer_id peer, write_batch batch) override {
+    route r;
+    {
+      std::lock_guard guard{mu_};
+      if (peer >= routes_.size())
+        return status::unknown_peer("peer " + std::to_string(peer) + " was never connected (" +
+                                    std::to_string(routes_.size()) + " peers)");
+      r = routes_[peer];
+    }
+    return r.via->post(r.peer, std::move(batch));
+  }
+
+  void set_completion_handler(completion_handler handler) override {
+    std::lock_guard guard{handler_mu_};
+    handler_ = std::move(handler);
+  }
+
+  void open_fence(uint64_t token) override {
+    tcp_->open_fence(token);
+    if (shm_)
+      shm_->open_fence(token);
+  }
+
+  bool close_fence(uint64_t token) override {
+    bool idle = tcp_->close_fence(token);
+    if (shm_)
+      idle = shm_->close_fence(token) && idle;
+    return idle;
+  }
+
+  void disconnect(const std::string& endpoint) override {
+    for (auto& part :
+         split(endpoint.rfind(scheme, 0) == 0 ? endpoint.substr(scheme.size()) : "", ';')) {
+      if (part.rfind("tcp://", 0) == 0)
+        tcp_->disconnect(part);
+      else if (part.rfind("shm://", 0) == 0 && shm_)
+        shm_->disconnect(part);
+    }
+  }
+
+ private:
+  struct route {
+    transport* via = nullptr;
+    peer_id peer = 0;
+  };
+
+  void deliver(completion c) {
+    completion_handler h;
+    {
+      std::lock_guard guard{handler_mu_};
+      h = handler_;
+    }
+    if (h)
+      h(std::move(c));
+  }
+
+  std::unique_ptr<transport> shm_;  ///< null when it could not start
+  std::unique_ptr<transport> tcp_;
+  const std::string host_;
+  mutable std::mutex mu_;  // guards routes_ and shm_usable_
+  std::vector<route> routes_;
+  bool shm_usable_ = false;
+  std::mutex handler_mu_;  // guards handler_
+  completion_handler handler_;
+
+ public:
+  void enable_shm() { shm_usable_ = shm_ != nullptr; }
+};
+
+}  // namespace
+
+result<std::unique_ptr<transport>> make_auto_transport(const options& opts) {
+  auto tcp = make_transport("tcp", opts);
+  if (!tcp.ok())
+    return tcp.error();
+  auto shm = make_transport("shm", opts);
+  auto t = std::make_unique<auto_transport>(shm.ok() ? std::move(shm).value() : nullptr,
+                                            std::move(tcp).value());
+  t->enable_shm();
+  return std::unique_ptr<transport>{std::move(t)};
+}
+
+}  // namespace kvferry::transport::automatic

@@ -1,0 +1,145 @@
+#include "transport/shared_memory.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace kvferry::transport {
+
+namespace {
+
+struct mapping_entry {
+  uint64_t length;
+  int fd;
+};
+
+/// Every live shared_memory of the process, by base address.
+class shared_index {
+ public:
+  static shared_index& instance() {
+    static shared_index index;
+    return index;
+  }
+
+  void add(const std::byte* base, uint64_t length, int fd) {
+    std::lock_guard guard{mu_};
+    entries_[reinterpret_cast<uintptr_t>(base)] = {length, fd};
+  }
+
+  void remove(const std::byte* base) {
+    std::lock_guard guard{mu_};
+    entries_.erase(reinterpret_cast<uintptr_t>(base));
+  }
+
+  std::optional<shared_backing> find(uintptr_t addr, uint64_t length) {
+    std::lock_guard guard{mu_};
+    auto i = entries_.upper_bound(addr);
+    if (i == entries_.begin())
+      return std::nullopt;
+    --i;
+    auto offset = addr - i->first;
+    // Written so that nothing overflows: offset <= len and length <= len - offset.
+    if (offset > i->second.length || length > i->second.length - offset)
+      return std::nullopt;
+    return shared_backing{i->second.fd, offset};
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<uintptr_t, mapping_entry> entries_;
+};
+
+}  // namespace
+
+uint64_t page_size() {
+  static const uint64_t size = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+result<shared_memory> shared_memory::allocate(uint64_t bytes, const char* name) {
+  if (bytes == 0)
+    return status::invalid_argument("shared memory of 0 B, expected a length above 0");
+  auto page = page_size();
+  if (bytes > UINT64_MAX - page)
+    return status::invalid_argument("shared memory of " + std::to_string(bytes) +
+                                    " B overflows when rounded to pages");
+  auto mapped = (bytes + page - 1) / page * page;
+  int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0)
+    return status::io_error(std::string{"memfd_create: "} + std::strerror(errno));
+  if (::ftruncate(fd, static_cast<off_t>(mapped)) != 0) {
+    auto err = errno;
+    ::close(fd);
+    return status::io_error("ftruncate of a memfd to " + std::to_string(mapped) +
+                            " B: " + std::strerror(err));
+  }
+  // Sealed at its size: a peer that maps it can trust it never shrinks under
+  // its copies (a shrunk file would fault them with SIGBUS).
+  ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    auto err = errno;
+    ::close(fd);
+    return status::io_error("mmap of a " + std::to_string(mapped) +
+                            " B memfd: " + std::strerror(err));
+  }
+  ::madvise(p, mapped, MADV_HUGEPAGE);  // honoured where shmem THP is "advise"
+  std::memset(p, 0, mapped);            // pre-fault
+  shared_memory m;
+  m.data_ = static_cast<std::byte*>(p);
+  m.size_ = bytes;
+  m.mapped_ = mapped;
+  m.fd_ = fd;
+  shared_index::instance().add(m.data_, m.mapped_, fd);
+  return m;
+}
+
+shared_memory::shared_memory(shared_memory&& other) noexcept
+    : data_(other.data_), size_(other.size_), mapped_(other.mapped_), fd_(other.fd_) {
+  other.data_ = nullptr;
+  other.size_ = other.mapped_ = 0;
+  other.fd_ = -1;
+}
+
+shared_memory& shared_memory::operator=(shared_memory&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = other.data_;
+    size_ = other.size_;
+    mapped_ = other.mapped_;
+    fd_ = other.fd_;
+    other.data_ = nullptr;
+    other.size_ = other.mapped_ = 0;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+shared_memory::~shared_memory() {
+  release();
+}
+
+void shared_memory::release() {
+  if (data_) {
+    shared_index::instance().remove(data_);
+    ::munmap(data_, mapped_);
+    ::close(fd_);
+  }
+  data_ = nullptr;
+  fd_ = -1;
+}
+
+std::optional<shared_backing> find_shared_backing(const void* base, uint64_t length) {
+  auto addr = reinterpret_cast<uintptr_t>(base);
+  if (base == nullptr || addr + length < addr)
+    return std::nullopt;
+  return shared_index::instance().find(addr, length);
+}
+
+}  // namespace kvferry::transport

@@ -1,0 +1,235 @@
+#include "transport/shm/shm_receiver.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+#include <vector>
+
+#include "transport/shared_memory.hpp"
+#include "transport/shm/shm_wire.hpp"
+
+namespace kvferry::transport::shm {
+
+namespace {
+
+/// A batch the peer may be copying: what it holds busy here.
+struct admitted_batch {
+  uint64_t seq;
+  uint64_t fence;
+  std::vector<region_id> regions;
+};
+
+status send_verdict(int fd, uint64_t seq, const status& st) {
+  verdict v;
+  v.seq = seq;
+  v.code = static_cast<uint8_t>(st.error_code());
+  auto msg = st.message().substr(0, max_verdict_message);
+  v.message_len = static_cast<uint32_t>(msg.size());
+  std::vector<iovec> iov{{&v, sizeof(v)}, {msg.data(), msg.size()}};
+  return write_all(fd, iov);
+}
+
+}  // namespace
+
+result<std::unique_ptr<shm_receiver>> shm_receiver::start(const std::string& name,
+                                                          const region_table& regions,
+                                                          fence_table& fences, shm_pins& pins) {
+  auto listening = listen_abstract(name);
+  if (!listening.ok())
+    return listening.error();
+  return std::unique_ptr<shm_receiver>{
+      new shm_receiver(std::move(listening).value(), regions, fences, pins)};
+}
+
+shm_receiver::shm_receiver(unix_fd listener, const region_table& regions, fence_table& fences,
+                           shm_pins& pins)
+    : regions_(regions),
+      fences_(fences),
+      pins_(pins),
+      listener_(std::move(listener)),
+      wake_(::eventfd(0, EFD_CLOEXEC)) {
+  acceptor_ = std::thread{[this] { accept_loop(); }};
+}
+
+shm_receiver::~shm_receiver() {
+  stopping_ = true;
+  uint64_t one = 1;
+  if (::write(wake_.get(), &one, sizeof(one)) < 0) {
+    // Nothing else wakes the acceptor; the eventfd cannot be full at 1.
+  }
+  acceptor_.join();
+  std::list<connection> conns;
+  {
+    std::lock_guard guard{mu_};
+    conns.splice(conns.end(), conns_);
+    for (auto& c : conns)
+      c.fd.shutdown();
+  }
+  for (auto& c : conns)
+    c.thread.join();
+}
+
+void shm_receiver::reap_locked() {
+  for (auto i = conns_.begin(); i != conns_.end();) {
+    if (i->done) {
+      i->thread.join();
+      i = conns_.erase(i);
+    } else {
+      ++i;
+    }
+  }
+}
+
+void shm_receiver::accept_loop() {
+  while (!stopping_) {
+    pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      return;
+    }
+    if (fds[1].revents != 0 || stopping_)
+      return;
+    int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0)
+      continue;  // the peer gave up, or EINTR: poll again
+    std::lock_guard guard{mu_};
+    reap_locked();
+    auto& c = conns_.emplace_back();
+    c.fd = unix_fd{fd};
+    c.thread = std::thread{[this, &c] {
+      serve(c);
+      c.fd.shutdown();
+      c.done = true;
+    }};
+  }
+}
+
+void shm_receiver::disconnect(const std::string& endpoint) {
+  std::lock_guard guard{mu_};
+  for (auto& c : conns_)
+    if (!c.done && c.sender == endpoint) {
+      c.draining = true;
+      c.fd.shutdown_write();
+    }
+}
+
+void shm_receiver::serve(connection& conn) {
+  int fd = conn.fd.get();
+  hello h;
+  if (!read_exact(fd, &h, sizeof(h)).ok() || h.magic != hello_magic || h.version != wire_version ||
+      h.name_len > max_name)
+    return;
+  std::string name(h.name_len, '\0');
+  if (!read_exact(fd, name.data(), name.size()).ok())
+    return;
+  {
+    std::lock_guard guard{mu_};
+    conn.sender = std::move(name);
+  }
+  std::deque<admitted_batch> admitted;
+  std::vector<region_id> granted;  // sorted: regions whose memfd this peer holds
+  std::vector<op_header> ops;
+  auto release = [&](admitted_batch& b) {
+    fences_.leave(b.fence);
+    pins_.unpin(b.regions);
+  };
+  for (;;) {
+    frame f;
+    if (!read_exact(fd, &f, sizeof(f)).ok())
+      break;
+    if (f.magic == end_magic) {
+      // Ends come in begin order; anything else means the peer lost track.
+      if (admitted.empty() || admitted.front().seq != f.seq)
+        break;
+      release(admitted.front());
+      admitted.pop_front();
+      if (conn.draining)
+        continue;  // disconnected: the peer reads end-of-stream instead
+      verdict done;
+      done.magic = released_magic;
+      done.seq = f.seq;
+      std::vector<iovec> iov{{&done, sizeof(done)}};
+      if (!write_all(fd, iov).ok())
+        break;
+      continue;
+    }
+    if (f.magic != begin_magic || f.n_ops > max_ops_per_batch)
+      break;
+    ops.resize(f.n_ops);
+    if (!read_exact(fd, ops.data(), ops.size() * sizeof(op_header)).ok())
+      break;
+    if (conn.draining)
+      continue;  // disconnected: the peer reads end-of-stream instead of a verdict
+    status verdict_status;
+    admitted_batch batch{f.seq, f.fence, {}};
+    std::vector<std::pair<grant, int>> grants;
+    if (!fences_.enter(f.fence)) {
+      verdict_status = status::fenced("fence " + std::to_string(f.fence) +
+                                      " is closed at the receiver: the room's memory was released");
+    } else {
+      auto held = regions_.guard();
+      for (auto& op : ops) {
+        auto dst = regions_.resolve(held, op.region, op.offset, op.length, "receiver");
+        if (!dst.ok()) {
+          verdict_status = dst.error();
+          break;
+        }
+        if (std::find(batch.regions.begin(), batch.regions.end(), op.region) == batch.regions.end())
+          batch.regions.push_back(op.region);
+      }
+      for (auto id : batch.regions) {
+        if (!verdict_status.ok() || std::binary_search(granted.begin(), granted.end(), id))
+          continue;
+        auto base = *regions_.resolve(held, id, 0, 0, "receiver");
+        auto length = regions_.length_of(held, id);
+        auto backing = find_shared_backing(base, length);
+        if (!backing) {
+          verdict_status =
+              status::unknown_region("receiver region " + std::to_string(id) +
+                                     " is no longer in shared memory (freed while registered)");
+          break;
+        }
+        grant g;
+        g.region = id;
+        g.length = length;
+        g.file_offset = backing->offset;
+        grants.emplace_back(g, backing->fd);
+      }
+      // Pinned under the guard: a deregistration after this waits for the end.
+      if (verdict_status.ok())
+        pins_.pin(batch.regions);
+      else
+        fences_.leave(f.fence);
+    }
+    bool sent = true;
+    for (auto& [g, gfd] : grants) {
+      if (!(sent = write_with_fd(fd, &g, sizeof(g), gfd).ok()))
+        break;
+      granted.insert(std::upper_bound(granted.begin(), granted.end(), g.region), g.region);
+    }
+    if (verdict_status.ok())
+      admitted.push_back(std::move(batch));
+    if (!sent || !send_verdict(fd, f.seq, verdict_status).ok())
+      break;
+  }
+  // The peer may still be copying a batch it was admitted: wait for its end of
+  // the socket to close (it closes only after its last copy, or by exiting),
+  // then release what it held.
+  conn.fd.shutdown_write();
+  char scratch[4096];
+  for (;;) {
+    auto n = ::recv(fd, scratch, sizeof(scratch), 0);
+    if (n == 0 || (n < 0 && errno != EINTR))
+      break;
+  }
+  for (auto& b : admitted)
+    release(b);
+}
+
+}  // namespace kvferry::transport::shm

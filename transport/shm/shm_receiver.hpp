@@ -1,0 +1,69 @@
+// The receiving half of the shm backend: accepts peers on an abstract Unix
+// socket and admits their batches. Each begun batch is checked whole (fence,
+// regions, bounds) before the peer may copy a byte; an admitted batch holds its
+// fence and regions busy until the peer's end or its death. The peer maps only
+// the regions granted to it (the memfds of registered regions, never more), so
+// its copies cannot land outside registered memory.
+#pragma once
+
+#include <atomic>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "transport/fence.hpp"
+#include "transport/region.hpp"
+#include "transport/shm/shm_pins.hpp"
+#include "transport/shm/shm_socket.hpp"
+
+namespace kvferry::transport::shm {
+
+class shm_receiver {
+ public:
+  /// Listens on abstract socket `name`. `regions`, `fences` and `pins` must
+  /// outlive the receiver.
+  static result<std::unique_ptr<shm_receiver>> start(const std::string& name,
+                                                     const region_table& regions,
+                                                     fence_table& fences, shm_pins& pins);
+
+  shm_receiver(const shm_receiver&) = delete;
+  shm_receiver& operator=(const shm_receiver&) = delete;
+
+  /// Closes the listener and every connection, and joins their threads.
+  ~shm_receiver();
+
+  /// Stops admitting batches from the sender named `endpoint` and tells it the
+  /// connection is over. Batches it was already admitted stay busy until it
+  /// ends them or exits: a copy in another process cannot be stopped from here.
+  void disconnect(const std::string& endpoint);
+
+ private:
+  struct connection {
+    unix_fd fd;
+    std::thread thread;
+    std::atomic<bool> done{false};
+    std::atomic<bool> draining{false};  ///< disconnect() ran: admit nothing more
+    std::string sender;                 ///< the sender's endpoint, from its hello (guarded by mu_)
+  };
+
+  shm_receiver(unix_fd listener, const region_table& regions, fence_table& fences, shm_pins& pins);
+
+  void accept_loop();
+  void serve(connection& conn);
+  /// Joins the threads of connections that ended. Caller holds mu_.
+  void reap_locked();
+
+  const region_table& regions_;
+  fence_table& fences_;
+  shm_pins& pins_;
+  unix_fd listener_;
+  unix_fd wake_;  ///< eventfd that stops accept_loop
+  std::atomic<bool> stopping_{false};
+  mutable std::mutex mu_;  // guards conns_ and their sender names
+  std::list<connection> conns_;
+  std::thread acceptor_;
+};
+
+}  // namespace kvferry::transport::shm

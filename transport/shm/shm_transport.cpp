@@ -1,0 +1,148 @@
+#include "transport/shm/shm_transport.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+#include "transport/fence.hpp"
+#include "transport/shared_memory.hpp"
+#include "transport/shm/shm_pins.hpp"
+#include "transport/shm/shm_receiver.hpp"
+#include "transport/shm/shm_sender.hpp"
+
+namespace kvferry::transport::shm {
+
+namespace {
+
+constexpr std::string_view scheme = "shm://";
+
+std::string unique_socket_name() {
+  static std::atomic<uint64_t> counter{0};
+  return "kvferry-shm-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+}
+
+std::string address_text(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%p", p);
+  return buf;
+}
+
+class shm_transport final : public transport {
+ public:
+  explicit shm_transport(std::string socket_name) : socket_name_(std::move(socket_name)) {}
+
+  /// Second step of construction: the receiver refers to the tables.
+  status listen() {
+    auto r = shm_receiver::start(socket_name_, regions_, fences_, pins_);
+    if (!r.ok())
+      return r.error();
+    receiver_ = std::move(r).value();
+    return {};
+  }
+
+  ~shm_transport() override {
+    // Senders first: they fail their batches through the handler.
+    std::vector<std::unique_ptr<shm_sender>> senders;
+    {
+      std::lock_guard guard{mu_};
+      senders.swap(senders_);
+    }
+    senders.clear();
+    receiver_.reset();
+  }
+
+  std::string_view name() const override { return "shm"; }
+
+  caps capabilities() const override {
+    // One sender thread per peer copies batches, and the ops of each, in post order.
+    return caps{.ordered_writes = true};
+  }
+
+  std::string endpoint() const override { return std::string{scheme} + socket_name_; }
+
+  result<region_id> register_region(void* base, uint64_t length) override {
+    if (base != nullptr && length > 0 && !find_shared_backing(base, length))
+      return status::invalid_argument(
+          "shm: region of " + std::to_string(length) + " B at " + address_text(base) +
+          " is not in memfd-backed shared memory, expected memory from "
+          "transport::shared_memory::allocate (peers map the region to write into it)");
+    return regions_.add(base, length);
+  }
+
+  status deregister_region(region_id id) override {
+    // No new batch is admitted into it after remove(); the ones admitted before
+    // may still be copying in their senders' processes.
+    if (auto st = regions_.remove(id); !st.ok())
+      return st;
+    pins_.wait_unpinned(id);
+    return {};
+  }
+
+  result<peer_id> connect(const std::string& endpoint) override {
+    if (endpoint.rfind(scheme, 0) != 0 || endpoint.size() == scheme.size() ||
+        endpoint.size() - scheme.size() > max_socket_name)
+      return status::invalid_argument(
+          "endpoint '" + endpoint + "', expected shm://<name> of 1 to " +
+          std::to_string(max_socket_name) + " characters for the shm backend");
+    std::lock_guard guard{mu_};
+    senders_.push_back(
+        std::make_unique<shm_sender>(endpoint.substr(scheme.size()), endpoint, this->endpoint(),
+                                     regions_, [this](completion c) { deliver(std::move(c)); }));
+    return static_cast<peer_id>(senders_.size() - 1);
+  }
+
+  status post(peer_id peer, write_batch batch) override {
+    std::lock_guard guard{mu_};
+    if (peer >= senders_.size())
+      return status::unknown_peer("peer " + std::to_string(peer) + " was never connected (" +
+                                  std::to_string(senders_.size()) + " peers)");
+    senders_[peer]->post(std::move(batch));
+    return {};
+  }
+
+  void set_completion_handler(completion_handler handler) override {
+    std::lock_guard guard{handler_mu_};
+    handler_ = std::move(handler);
+  }
+
+  void open_fence(uint64_t token) override { fences_.open(token); }
+
+  bool close_fence(uint64_t token) override { return fences_.close(token); }
+
+  void disconnect(const std::string& endpoint) override { receiver_->disconnect(endpoint); }
+
+ private:
+  void deliver(completion c) {
+    completion_handler h;
+    {
+      std::lock_guard guard{handler_mu_};
+      h = handler_;
+    }
+    if (h)
+      h(std::move(c));
+  }
+
+  const std::string socket_name_;
+  region_table regions_;
+  fence_table fences_;
+  shm_pins pins_;
+  std::unique_ptr<shm_receiver> receiver_;
+  std::mutex mu_;  // guards senders_
+  std::vector<std::unique_ptr<shm_sender>> senders_;
+  std::mutex handler_mu_;  // guards handler_
+  completion_handler handler_;
+};
+
+}  // namespace
+
+result<std::unique_ptr<transport>> make_shm_transport(const options&) {
+  auto t = std::make_unique<shm_transport>(unique_socket_name());
+  if (auto st = t->listen(); !st.ok())
+    return st;
+  return std::unique_ptr<transport>{std::move(t)};
+}
+
+}  // namespace kvferry::transport::shm
