@@ -102,7 +102,12 @@ void forget_unnamed_prefill(self_ptr self) {
   std::set<rank_ref> named;
   for (auto& [id, r] : st.book.rooms())
     named.insert(r.prefill.begin(), r.prefill.end());
-  std::erase_if(st.prefill, [&](auto& kv) { return !named.count(kv.first); });
+  std::erase_if(st.prefill, [&](auto& kv) {
+    if (named.count(kv.first))
+      return false;
+    self->demonitor(kv.second.address());
+    return true;
+  });
 }
 
 /// Schedules the next heartbeat round unless one is.
@@ -231,6 +236,20 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
       forget_unnamed_prefill(self);
       return;
     }
+    for (auto& [rank, handle] : st.prefill) {
+      if (handle.address() != dm.source)
+        continue;
+      auto gone = rank;
+      log().log(
+          dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn,
+          "{} prefill {} went down: {}", who(self), to_string(gone), caf::to_string(dm.reason));
+      fail_rooms_of(
+          self, gone,
+          failure{errc::peer_down,
+                  "prefill " + to_string(gone) + " went down (" + caf::to_string(dm.reason) + ")",
+                  gone});
+      return;
+    }
   });
   return guarded<decider_actor::behavior_type>(
       [self](const std::string& what) { on_exception(self, what); },
@@ -271,6 +290,11 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
         std::vector<rank_ref> prefill;
         for (auto& p : j.prefill) {
           prefill.push_back(p.rank);
+          // Watched as the members are: a kill is known when its connection drops.
+          if (auto h = st.prefill.find(p.rank); h == st.prefill.end() || h->second != p.handle) {
+            self->monitor(p.handle);
+            st.beats.answered(p.rank);  // a new incarnation of the rank starts alive
+          }
           st.prefill.insert_or_assign(p.rank, p.handle);
         }
         bool known = st.book.find(room_key{j.room, 0}) != nullptr;

@@ -84,9 +84,16 @@ void settle(self_ptr self, decode_room& room, kv_poll outcome, const failure& wh
 /// to reach, the rank concludes alone.
 void report(self_ptr self, decode_room& room, failure why) {
   auto& fsm = room.fsm();
-  if (fsm.terminal() || fsm.awaiting_verdict())
-    return;  // the first root cause was already reported
   auto& st = self->state;
+  if (fsm.terminal())
+    return;
+  if (fsm.awaiting_verdict()) {
+    // Its part is done (or its first cause reported): a fault seen now still
+    // concerns the room, and the decider keeps the first cause it got.
+    if (st.registered)
+      self->send(st.decider, room_failure{room.key(), std::move(why)});
+    return;
+  }
   if (!st.registered) {
     settle(self, room, kv_poll::failed, why);
     return;
@@ -237,6 +244,13 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
   }
   auto& me = st.cfg.self;
   auto& mine = st.cfg.pool.layout;
+  auto whole = instance_ref(role::prefill, topo.instance, topo.instance_generation);
+  if (auto old = st.generations.stale(whole, me)) {
+    resolve_failed(self, key, old->cause);  // an old bootstrap still answers: ask again
+    return;
+  }
+  if (auto seen = st.generations.note(whole); seen.replaced)
+    log().warn("{} {}", who(self), incarnations::restarted(whole, seen.previous, me).cause);
   peer.everyone.clear();
   for (auto& r : topo.ranks)
     peer.everyone.push_back({r.rank, r.handle});
@@ -416,6 +430,26 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
   }
 }
 
+/// A verdict says a prefill rank was lost (the decider saw it go down, or it
+/// stopped answering) even where this rank saw nothing (a route through
+/// another node, a silent partition): the instance is looked up again for the
+/// next rooms, as after a down_msg, and its live rooms here fail the same way.
+void forget_lost_source(self_ptr self, const failure& why) {
+  if (why.origin.side != role::prefill ||
+      (why.code != errc::peer_down && why.code != errc::heartbeat_lost))
+    return;
+  auto& st = self->state;
+  for (auto p = st.peers.begin(); p != st.peers.end(); ++p) {
+    if (!p->second.handles.count(why.origin))
+      continue;
+    for_rooms_of(self, p->first, [&](decode_room& room) { report(self, room, why); });
+    for (auto& [rank, handle] : p->second.handles)
+      self->demonitor(handle.address());
+    st.peers.erase(p);
+    return;
+  }
+}
+
 /// An exception escaped a handler: every live room of this rank fails with
 /// it (the decider tells the others), and the rank carries on.
 void on_exception(self_ptr self, const std::string& what) {
@@ -520,6 +554,11 @@ decode_rank_actor::behavior_type decode_rank(
       },
       // -- prefill ranks --------------------------------------------------------
       [self](chunk_landed& msg) {
+        if (auto old = self->state.generations.stale(msg.prefill_rank, self->state.cfg.self)) {
+          log().warn("{} ignored chunk {} of {}: {}", who(self), msg.chunk, to_string(msg.key),
+                     old->cause);
+          return;
+        }
         auto* room = find(self, msg.key);
         if (!room || room->fsm().terminal() || room->fsm().awaiting_verdict())
           return;  // stale (another generation), decided, or already reported
@@ -548,8 +587,10 @@ decode_rank_actor::behavior_type decode_rank(
           return;
         auto& room = i->second;
         room.set_generation(msg.key.generation);
-        if (room.key() == msg.key)
+        if (room.key() == msg.key) {
           settle(self, room, msg.outcome, msg.why);
+          forget_lost_source(self, msg.why);
+        }
       },
       [self](heartbeat_atom, uint64_t seq) -> caf::result<heartbeat_atom, uint64_t> {
         heard_from_sender(self);

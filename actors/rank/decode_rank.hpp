@@ -17,6 +17,7 @@
 
 #include "actors/rank/deadlines.hpp"
 #include "actors/rank/decode_room.hpp"
+#include "actors/rank/incarnations.hpp"
 #include "actors/rank/local_pool.hpp"
 #include "actors/rank/silence_watch.hpp"
 #include "messages/bootstrap.hpp"
@@ -74,6 +75,8 @@ struct decode_rank_state {
   std::map<uint64_t, drain> draining;  // by fence token (the room generation)
   bool quiesce_armed = false;
   std::map<std::string, prefill_peer> peers;  // by bootstrap_locator::key()
+  /// The newest generation seen of each prefill instance.
+  incarnations generations;
   decider_actor decider;
   bool registered = false;
   /// The decider, watched while a keyed room is live here.

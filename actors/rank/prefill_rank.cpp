@@ -265,6 +265,25 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
   }
 }
 
+/// A decode instance came back with a newer generation: the rooms bound to
+/// its older one fail, and its older ranks are forgotten.
+void forget_incarnation(self_ptr self, const rank_ref& newer, uint64_t previous) {
+  auto& st = self->state;
+  auto why = incarnations::restarted(newer, previous, st.cfg.self);
+  log().warn("{} {}", who(self), why.cause);
+  for (auto& [id, room] : st.rooms)
+    for (auto& d : room.destinations())
+      if (d.decode_rank.instance == newer.instance &&
+          d.decode_rank.instance_generation != newer.instance_generation) {
+        report(self, room, why);
+        break;
+      }
+  std::erase_if(st.peers, [&](const auto& kv) {
+    return kv.first.instance == newer.instance &&
+           kv.first.instance_generation != newer.instance_generation;
+  });
+}
+
 /// An exception escaped a handler: every live room of this rank fails with
 /// it (the decider tells the others), and the rank carries on.
 void on_exception(self_ptr self, const std::string& what) {
@@ -373,11 +392,17 @@ prefill_rank_actor::behavior_type prefill_rank(
       // -- decode ranks ---------------------------------------------------------
       [self](dest_registration& reg) -> caf::result<dest_accepted> {
         auto& st = self->state;
+        if (auto old = st.generations.stale(reg.decode_rank, st.cfg.self)) {
+          log().warn("{} refused decode {}: {}", who(self), to_string(reg.decode_rank), old->cause);
+          return make_error(old->code, old->cause);
+        }
         if (auto bad = check_pairing(st.cfg.layout, reg.layout)) {
           log().error("{} refused decode {}: {}", who(self), to_string(reg.decode_rank),
                       bad->cause);
           return make_error(bad->code, bad->cause);
         }
+        if (auto seen = st.generations.note(reg.decode_rank); seen.replaced)
+          forget_incarnation(self, reg.decode_rank, seen.previous);
         self->monitor(reg.handle);
         st.peers.insert_or_assign(reg.decode_rank,
                                   prefill_rank_state::peer{reg.handle, reg.layout});
@@ -388,6 +413,10 @@ prefill_rank_actor::behavior_type prefill_rank(
       },
       [self](room_request& req) {
         auto& st = self->state;
+        if (auto old = st.generations.stale(req.decode_rank, st.cfg.self)) {
+          self->send(req.decider, room_failure{req.key, std::move(*old)});
+          return;
+        }
         if (auto i = st.rooms.find(req.key.room); i != st.rooms.end()) {
           handle_request(self, i->second, req);
           return;

@@ -17,6 +17,7 @@
 #include <caf/actor_clock.hpp>
 
 #include "actors/rank/deadlines.hpp"
+#include "actors/rank/incarnations.hpp"
 #include "actors/rank/prefill_room.hpp"
 #include "actors/rank/silence_watch.hpp"
 #include "messages/bootstrap.hpp"
@@ -68,6 +69,8 @@ struct prefill_rank_state {
     kv_layout layout;
   };
   std::map<rank_ref, peer> peers;
+  /// The newest generation seen of each decode instance.
+  incarnations generations;
 
   bootstrap_actor bootstrap;
   bool registered = false;

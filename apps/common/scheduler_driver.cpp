@@ -106,6 +106,8 @@ std::string run_report::to_text(const std::string& side) const {
   os.precision(3);
   os << side << ": " << rooms << " requests on " << ranks << (ranks == 1 ? " rank, " : " ranks, ")
      << success << " Success, " << failed << " Failed";
+  if (skipped > 0)
+    os << ", " << skipped << " skipped (their time passed before the start)";
   if (verified + corrupted > 0)
     os << ", " << verified << " verified byte for byte, " << corrupted << " corrupted";
   os << ", " << disagreements << " disagreements";
@@ -140,7 +142,46 @@ struct live_room {
   uint32_t aux;
   std::vector<bool> seen = std::vector<bool>(5);
   clock_type::time_point opened = clock_type::now();
+  std::vector<bool> concluded = std::vector<bool>(handles.size());
 };
+
+int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Paced arrivals: the first room whose time has not passed yet, and whether
+/// room `i`'s time has come.
+uint32_t first_due(const workload& w) {
+  if (w.interval_us == 0 || w.epoch_ns == 0)
+    return 0;
+  auto late = wall_ns() - w.epoch_ns;
+  if (late <= 0)
+    return 0;
+  auto i = (late + int64_t{w.interval_us} * 1000 - 1) / (int64_t{w.interval_us} * 1000);
+  return static_cast<uint32_t>(std::min<int64_t>(i, w.rooms));
+}
+
+bool due(const workload& w, uint32_t i) {
+  return w.interval_us == 0 || w.epoch_ns == 0 ||
+         wall_ns() >= w.epoch_ns + int64_t{i} * w.interval_us * 1000;
+}
+
+/// Records each rank's conclusion the first time its poll reads terminal.
+template <class Handle>
+void note_conclusions(run_report& r, live_room<Handle>& room) {
+  for (size_t k = 0; k < room.handles.size(); ++k) {
+    auto s = room.handles[k].poll();
+    if (room.concluded[k] || !is_terminal(s))
+      continue;
+    room.concluded[k] = true;
+    conclusion c{room.room, k, s, wall_ns(), {}};
+    if (auto e = room.handles[k].failure())
+      c.why = to_string(e->why);
+    r.conclusions.push_back(std::move(c));
+  }
+}
 
 /// The state of a room across ranks: the lowest (MIN, as a scheduler reduces).
 template <class Handle>
@@ -188,11 +229,12 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
   page_allocator pages(pool.pages(), alloc_seed);
   row_allocator rows(std::max(1u, pool.aux_rows()));
   std::vector<live_room<handle_t>> in_flight;
-  uint32_t next = 0;
+  uint32_t next = first_due(w);
+  r.skipped = next;
   auto start = clock_type::now();
   while (next < w.rooms || !in_flight.empty()) {
     bool progressed = false;
-    while (next < w.rooms && in_flight.size() < w.concurrency) {
+    while (next < w.rooms && in_flight.size() < w.concurrency && due(w, next)) {
       auto room = w.room_id(next);
       auto got = pages.take(w.pages_of(room, pool.page_size()));
       auto row = rows.take();
@@ -210,6 +252,8 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
     }
     for (auto i = in_flight.begin(); i != in_flight.end();) {
       note_state(r, i->seen, poll_all(i->handles));
+      if (w.record_conclusions)
+        note_conclusions(r, *i);
       if (!all_terminal(i->handles)) {
         ++i;
         continue;

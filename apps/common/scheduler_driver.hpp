@@ -28,6 +28,14 @@ struct workload {
   uint32_t max_tokens = 192;
   uint32_t chunk_pages = 4;  ///< pages per chunk (chunked prefill); 0 = one chunk
   uint32_t concurrency = 8;  ///< rooms in flight per side
+  /// Paced arrivals (0: as fast as the window allows): room i is opened no
+  /// earlier than epoch_ns + i * interval_us (system clock, shared by every
+  /// process of a run), and a process that starts late skips the rooms whose
+  /// time has passed, as a scheduler that joins a running cluster would.
+  int64_t epoch_ns = 0;
+  uint32_t interval_us = 0;
+  /// Record when each rank concluded each room (run_report::conclusions).
+  bool record_conclusions = false;
 
   uint64_t room_id(uint32_t i) const { return first_room + i; }
   /// Tokens of room `room` (deterministic).
@@ -40,6 +48,15 @@ struct workload {
 struct instance_ranks {
   std::vector<runtime*> ranks;
   std::vector<const host_pool*> pools;
+};
+
+/// One rank's conclusion of one room, as its scheduler saw it.
+struct conclusion {
+  uint64_t room = 0;
+  size_t rank = 0;  ///< index into instance_ranks::ranks
+  kv_poll state = kv_poll::failed;
+  int64_t at_ns = 0;  ///< system clock, when the poll first read the terminal state
+  std::string why;    ///< the failure, "code: cause (from rank)", when Failed
 };
 
 struct run_report {
@@ -56,10 +73,12 @@ struct run_report {
   std::map<std::string, uint32_t> failures;     ///< failure code → rooms
   std::vector<std::string> first_errors;        ///< up to 5 full errors
   std::vector<double> latencies_us;             ///< per room, open to terminal on every rank
+  uint32_t skipped = 0;                         ///< paced rooms whose time passed before the start
+  std::vector<conclusion> conclusions;          ///< with workload::record_conclusions
 
   double gbps() const { return seconds > 0 ? bytes / seconds / 1e9 : 0; }
   bool ok() const {
-    return failed == 0 && corrupted == 0 && disagreements == 0 && success == rooms;
+    return failed == 0 && corrupted == 0 && disagreements == 0 && success + skipped == rooms;
   }
   /// Several lines for people.
   std::string to_text(const std::string& side) const;

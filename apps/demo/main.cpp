@@ -10,10 +10,17 @@
 // --role=prefill / --role=decode split the job over two processes:
 //   kvferry-demo --role=prefill            (prints the bootstrap port)
 //   kvferry-demo --role=decode --bootstrap-port=PORT
+// --ranks=1 hosts one rank of its role only (one process per rank, as a GPU
+// server runs them; --join-bootstrap for the prefill processes that join
+// another's bootstrap), --epoch-ns/--interval-us pace the requests on a
+// clock every process shares, and --print-conclusions prints one line per
+// rank and room: what the failover test and bench read.
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,6 +61,11 @@ struct demo_config : kvferry::config {
   uint32_t concurrency = 8;
   uint64_t seed = 42;
   bool json = false;
+  std::string ranks;  // empty: every rank of the role
+  bool join_bootstrap = false;
+  int64_t epoch_ns = 0;
+  uint32_t interval_us = 0;
+  bool print_conclusions = false;
 
   demo_config() {
     opt_group{custom_options_, "global"}
@@ -75,7 +87,14 @@ struct demo_config : kvferry::config {
         .add(chunk_pages, "chunk-pages", "pages per prefill chunk (0 = whole prompt at once)")
         .add(concurrency, "concurrency", "requests in flight per side")
         .add(seed, "seed", "seed of page orders, prompt lengths and KV bytes")
-        .add(json, "json", "print one JSON summary line per side");
+        .add(json, "json", "print one JSON summary line per side")
+        .add(ranks, "ranks", "rank indices (tp + pp * tp-size) this process hosts, e.g. 1 or 0,1")
+        .add(join_bootstrap, "join-bootstrap",
+             "prefill: join the bootstrap at --bootstrap-port instead of hosting one")
+        .add(epoch_ns, "epoch-ns", "paced requests: room i opens at epoch + i * interval")
+        .add(interval_us, "interval-us", "paced requests: microseconds between rooms")
+        .add(print_conclusions, "print-conclusions",
+             "print when each rank concluded each room, and how");
   }
 };
 
@@ -97,6 +116,9 @@ workload workload_of(const demo_config& cfg) {
   w.max_tokens = cfg.max_tokens;
   w.chunk_pages = cfg.chunk_pages;
   w.concurrency = cfg.concurrency;
+  w.epoch_ns = cfg.epoch_ns;
+  w.interval_us = cfg.interval_us;
+  w.record_conclusions = cfg.print_conclusions;
   return w;
 }
 
@@ -121,13 +143,40 @@ struct instance {
   }
 };
 
-/// Starts every rank of an instance; the error names the rank.
+/// The rank indices of --ranks, or every index below `count`; nullopt (with
+/// the reason printed) for a list that names no rank of the instance.
+std::optional<std::set<uint32_t>> hosted_ranks(const demo_config& cfg, uint32_t count) {
+  std::set<uint32_t> out;
+  if (cfg.ranks.empty()) {
+    for (uint32_t i = 0; i < count; ++i)
+      out.insert(i);
+    return out;
+  }
+  std::stringstream in{cfg.ranks};
+  for (std::string item; std::getline(in, item, ',');) {
+    char* end = nullptr;
+    auto v = std::strtoul(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v >= count) {
+      std::cerr << "kvferry-demo: --ranks=" << cfg.ranks << ": \"" << item
+                << "\" is not a rank index; expected numbers below " << count
+                << " (tp + pp * tp-size), separated by commas\n";
+      return std::nullopt;
+    }
+    out.insert(static_cast<uint32_t>(v));
+  }
+  return out;
+}
+
+/// Starts the ranks of an instance this process hosts; the error names the rank.
 caf::expected<instance> start_instance(caf::actor_system& sys, const demo_config& cfg, role side,
                                        const model_shape& shape, uint32_t tp, uint32_t pp,
+                                       const std::set<uint32_t>& hosted,
                                        const bootstrap_locator& boot, const decider_locator& dec) {
   instance inst;
   for (uint32_t s = 0; s < pp; ++s)
     for (uint32_t t = 0; t < tp; ++t) {
+      if (!hosted.count(t + s * tp))
+        continue;
       inst.pools.push_back(std::make_unique<host_pool>(shape, cfg.page_size, cfg.pool_pages,
                                                        cfg.aux_rows, 64, rank_place{t, tp, s, pp}));
       rank_options o;
@@ -154,8 +203,12 @@ caf::expected<instance> start_instance(caf::actor_system& sys, const demo_config
 }
 
 void print(const run_report& r, const std::string& side, const demo_config& cfg,
-           const model_shape& shape) {
+           const model_shape& shape, const instance& inst) {
   std::cout << r.to_text(side) << "\n";
+  for (auto& c : r.conclusions)
+    std::cout << "conclusion " << to_string(inst.ranks[c.rank]->rank()) << " room " << c.room << " "
+              << to_string(c.state) << " " << c.at_ns << " " << (c.why.empty() ? "-" : c.why)
+              << "\n";
   if (cfg.json)
     std::printf(
         "{\"side\":\"%s\",\"model\":\"%s\",\"page_size\":%u,\"ranks\":%u,\"rooms\":%u,"
@@ -197,7 +250,16 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
             << cfg.prefill_pp << " -> decode TP " << cfg.decode_tp << " x PP " << cfg.decode_pp
             << ", " << cfg.transport << " data plane\n";
   std::optional<std::pair<bootstrap_actor, uint16_t>> boot;
-  if (cfg.role != "decode") {
+  auto prefill_hosted = hosted_ranks(cfg, cfg.prefill_tp * cfg.prefill_pp);
+  auto decode_hosted = hosted_ranks(cfg, cfg.decode_tp * cfg.decode_pp);
+  if (!prefill_hosted || !decode_hosted)
+    return 2;
+  if (cfg.role == "prefill" && cfg.join_bootstrap && cfg.bootstrap_port == 0) {
+    std::cerr << "kvferry-demo: --join-bootstrap needs --bootstrap-port, the port of the "
+                 "instance's bootstrap\n";
+    return 2;
+  }
+  if (cfg.role != "decode" && !cfg.join_bootstrap) {
     boot = publish_bootstrap(sys, cfg);
     if (!boot)
       return 1;
@@ -213,8 +275,8 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
   try {
     std::optional<instance> pre, post;
     if (cfg.role != "decode") {
-      auto made =
-          start_instance(sys, cfg, role::prefill, shape, cfg.prefill_tp, cfg.prefill_pp, where, {});
+      auto made = start_instance(sys, cfg, role::prefill, shape, cfg.prefill_tp, cfg.prefill_pp,
+                                 *prefill_hosted, where, {});
       if (!made) {
         std::cerr << "kvferry-demo: " << sys.render(made.error()) << "\n";
         rc = 1;
@@ -223,8 +285,8 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
       }
     }
     if (rc == 0 && cfg.role != "prefill") {
-      auto made = start_instance(sys, cfg, role::decode, shape, cfg.decode_tp, cfg.decode_pp, {},
-                                 decider_locator{dec, "", 0});
+      auto made = start_instance(sys, cfg, role::decode, shape, cfg.decode_tp, cfg.decode_pp,
+                                 *decode_hosted, {}, decider_locator{dec, "", 0});
       if (!made) {
         std::cerr << "kvferry-demo: " << sys.render(made.error()) << "\n";
         rc = 1;
@@ -242,11 +304,11 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
       if (prefill_side.joinable())
         prefill_side.join();
       if (prep) {
-        print(*prep, "prefill", cfg, shape);
+        print(*prep, "prefill", cfg, shape, *pre);
         rc |= prep->ok() ? 0 : 1;
       }
       if (drep) {
-        print(*drep, "decode", cfg, shape);
+        print(*drep, "decode", cfg, shape, *post);
         rc |= drep->ok() ? 0 : 1;
       }
     }

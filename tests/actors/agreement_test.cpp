@@ -14,7 +14,7 @@ struct mapping {
 
 }  // namespace
 
-TEST_CASE_METHOD(instance_fixture, "one rank's fault fails the room on every rank, with its cause",
+TEST_CASE_METHOD(instance_fixture, "one rank's fault fails the room on every rank - with its cause",
                  "[actors][agreement]") {
   auto m = GENERATE(mapping{2, 2}, mapping{1, 4}, mapping{4, 1});
   auto fault = GENERATE(as<std::string>{}, "abort", "transport", "bad_pages");
@@ -102,9 +102,10 @@ TEST_CASE_METHOD(instance_fixture, "rooms beside a failed one succeed on every r
   }
 }
 
-TEST_CASE_METHOD(instance_fixture,
-                 "an exception inside a rank actor fails its rooms everywhere; the rank carries on",
-                 "[actors][agreement]") {
+TEST_CASE_METHOD(
+    instance_fixture,
+    "an exception inside a rank actor fails its rooms everywhere - the rank carries on",
+    "[actors][agreement]") {
   // Decode rank 1 throws while it sends its first room's requests.
   decode_faults[1] = std::make_shared<faulty_transport::plan>();
   decode_faults[1]->throw_at_fence[0] = "injected fault in open_fence";

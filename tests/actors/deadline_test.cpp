@@ -186,7 +186,7 @@ decider_actor::behavior_type silent_decider(std::shared_ptr<int> reports) {
 }  // namespace
 
 TEST_CASE_METHOD(deadline_fixture,
-                 "a rank whose decider never decides reminds it twice, then concludes alone",
+                 "a rank whose decider never decides reminds it twice - then concludes alone",
                  "[actors][deadline]") {
   // Heartbeats out of the way: this is the verdict deadline of a decider that
   // is alive (not silent for long) but never decides.

@@ -30,7 +30,7 @@ TEST_CASE("a room succeeds only when every participant finished", "[logic][decis
   CHECK(g.outcome()->outcome == kv_poll::success);
 }
 
-TEST_CASE("the first failure decides; later ones are ignored", "[logic][decision]") {
+TEST_CASE("the first failure decides - later ones are ignored", "[logic][decision]") {
   group_decision g;
   g.add_participant(p0);
   g.add_participant(d0);

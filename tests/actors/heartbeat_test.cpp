@@ -103,7 +103,8 @@ TEST_CASE_METHOD(heartbeat_fixture, "a frozen rank is declared lost by every oth
     CHECK(w.state == kv_poll::success);
 }
 
-TEST_CASE_METHOD(heartbeat_fixture, "a frozen decider is declared lost by every rank, in one voice",
+TEST_CASE_METHOD(heartbeat_fixture,
+                 "a frozen decider is declared lost by every rank - in one voice",
                  "[actors][heartbeat]") {
   start(2, 1, 2, 1);
   auto h = half_sent(50);
@@ -150,7 +151,7 @@ TEST_CASE_METHOD(heartbeat_fixture,
     CHECK(w.state == kv_poll::success);
 }
 
-TEST_CASE_METHOD(heartbeat_fixture, "idle: the decider pings its members, the ranks watch nothing",
+TEST_CASE_METHOD(heartbeat_fixture, "idle: the decider pings its members - the ranks watch nothing",
                  "[actors][heartbeat]") {
   start(2, 1, 2, 1);
   auto h = open_room(70, {1, 2}, {3, 4}, 1, 1, 1);
@@ -161,7 +162,7 @@ TEST_CASE_METHOD(heartbeat_fixture, "idle: the decider pings its members, the ra
   // check of its own, and no one is blamed for the quiet.
   pass(30s);
   auto& d = state_of<decider_state>(dec);
-  CHECK(d.pings >= 2 * (30s / limits.heartbeat) - 2);
+  CHECK(d.pings >= static_cast<uint64_t>(2 * (30s / limits.heartbeat) - 2));
   for (auto& r : decode) {
     CHECK_FALSE(d.beats.lost(r.rt->rank()));
     CHECK_FALSE(state_of<decode_rank_state>(r.rt->decode()).beat_armed);

@@ -31,7 +31,7 @@ struct refusal_fixture : pair_fixture {
 
 }  // namespace
 
-TEST_CASE_METHOD(refusal_fixture, "a layout mismatch is refused at handshake, naming both values",
+TEST_CASE_METHOD(refusal_fixture, "a layout mismatch is refused at handshake - naming both values",
                  "[actors][refusal]") {
   start();
   auto which = GENERATE(as<std::string>{}, "page_size", "dtype", "heads");
@@ -176,7 +176,7 @@ TEST_CASE_METHOD(refusal_fixture, "a message for a room that is not open is refu
       [&](caf::error& err) { CHECK(to_failure(err, rank_ref{}).code == errc::unknown_room); });
 }
 
-TEST_CASE_METHOD(refusal_fixture, "a duplicate room is refused; the first one carries on",
+TEST_CASE_METHOD(refusal_fixture, "a duplicate room is refused - the first one carries on",
                  "[actors][refusal]") {
   start();
   std::vector<uint32_t> src{7, 8};
@@ -234,7 +234,8 @@ TEST_CASE_METHOD(refusal_fixture, "chunks out of sequence fail the room on both 
   CHECK(ds == kv_poll::success);
 }
 
-TEST_CASE_METHOD(refusal_fixture, "an abort on either side fails the room on both, with its origin",
+TEST_CASE_METHOD(refusal_fixture,
+                 "an abort on either side fails the room on both - with its origin",
                  "[actors][refusal]") {
   start();
   auto s = prefill.rt->make_sender(80);
@@ -328,7 +329,7 @@ TEST_CASE_METHOD(refusal_fixture, "a corrupted aux row is refused at commit", "[
   CHECK(s.failure()->why == r.failure()->why);
 }
 
-TEST_CASE_METHOD(refusal_fixture, "unusable deadlines are refused at start, naming the value",
+TEST_CASE_METHOD(refusal_fixture, "unusable deadlines are refused at start - naming the value",
                  "[actors][refusal]") {
   start();
   auto pool = std::make_unique<apps::host_pool>(shape, page_size, pool_pages, aux_rows);

@@ -35,7 +35,7 @@ TEST_CASE_METHOD(release_fixture, "a room that succeeds releases its pages on bo
   CHECK(s.released());
 }
 
-TEST_CASE_METHOD(release_fixture, "a write that comes after the release is refused, not landed",
+TEST_CASE_METHOD(release_fixture, "a write that comes after the release is refused - not landed",
                  "[actors][release]") {
   start();
   auto p = prefill.rt->prefill();

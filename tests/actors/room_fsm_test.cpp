@@ -18,7 +18,7 @@ deadlines limits() {
 
 }  // namespace
 
-TEST_CASE("room_fsm moves up only, and arms each state's deadline", "[logic][fsm]") {
+TEST_CASE("room_fsm moves up only - and arms each state's deadline", "[logic][fsm]") {
   room_fsm fsm{limits()};
   CHECK(fsm.state() == kv_poll::bootstrapping);
   auto t = fsm.take_timer();

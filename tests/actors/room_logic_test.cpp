@@ -145,7 +145,7 @@ TEST_CASE("decode room: destination pages must be distinct and in range", "[logi
   CHECK(room.key() == room_key{5, 4});
 }
 
-TEST_CASE("decode room: only its sources count, each up to its last chunk", "[logic][room]") {
+TEST_CASE("decode room: only its sources count - each up to its last chunk", "[logic][room]") {
   auto l = layout(8, 2);
   decode_room room{5, nullptr, "local:1", dec, l, deadlines{}};
   rank_ref dummy{role::prefill, "p", 1, 1, 0};
@@ -165,7 +165,7 @@ TEST_CASE("decode room: only its sources count, each up to its last chunk", "[lo
              Catch::Contains("after its last chunk"));
 }
 
-TEST_CASE("directory: ranks must agree on sizes, page size and dtype", "[logic][bootstrap]") {
+TEST_CASE("directory: ranks must agree on sizes - page size and dtype", "[logic][bootstrap]") {
   directory dir{"prefill-0", 77};
   auto l2 = layout();
   l2.tp_size = 2;

@@ -32,7 +32,7 @@ TEST_CASE_METHOD(protocol_fixture, "registration: the prefill rank joins its boo
   CHECK(topo.ranks.front().rank.instance_generation == 7u);
 }
 
-TEST_CASE_METHOD(protocol_fixture, "a room walks every state on both sides, step by step",
+TEST_CASE_METHOD(protocol_fixture, "a room walks every state on both sides - step by step",
                  "[actors][protocol]") {
   start();
   auto dec = decode.rt->decider();

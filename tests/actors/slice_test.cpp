@@ -23,7 +23,7 @@ struct room_plan {
 }  // namespace
 
 TEST_CASE_METHOD(pair_fixture,
-                 "byte-exact slice: page sizes, MHA and MLA, chunk sizes, random orders",
+                 "byte-exact slice: page sizes - MHA and MLA - chunk sizes - random orders",
                  "[actors][slice]") {
   auto page = GENERATE(1u, 16u, 64u);
   auto kind = GENERATE(as<std::string>{}, "mha", "gqa", "mla");

@@ -39,7 +39,7 @@ struct state_fixture : instance_fixture {
 
 }  // namespace
 
-TEST_CASE_METHOD(state_fixture, "state components land with the last chunk, on every rank",
+TEST_CASE_METHOD(state_fixture, "state components land with the last chunk - on every rank",
                  "[actors][state]") {
   auto tp = GENERATE(1u, 2u);
   start(tp, 1, tp, 1);

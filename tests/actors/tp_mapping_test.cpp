@@ -33,7 +33,7 @@ const std::vector<std::pair<uint32_t, uint32_t>> tp_matrix{{1, 1}, {2, 2}, {1, 2
 
 }  // namespace
 
-TEST_CASE("heads: a share each, or one replicated head with fewer heads than ranks",
+TEST_CASE("heads: a share each - or one replicated head with fewer heads than ranks",
           "[logic][mapping]") {
   CHECK(heads_of(8, 2, 1, false).first == 4);
   CHECK(heads_of(8, 2, 1, false).count == 4);
@@ -59,7 +59,7 @@ TEST_CASE("slices match SGLang's formula for every mapped pair", "[logic][mappin
     }
 }
 
-TEST_CASE("every decode head is written once; every prefill rank takes part", "[logic][mapping]") {
+TEST_CASE("every decode head is written once - every prefill rank takes part", "[logic][mapping]") {
   for (auto [p, d] : tp_matrix)
     for (uint32_t H : {2u, 8u, 0u}) {  // 0: MLA
       bool mla = H == 0;
@@ -94,7 +94,7 @@ TEST_CASE("every decode head is written once; every prefill rank takes part", "[
     }
 }
 
-TEST_CASE("fan-in with MLA: one writer, the others are dummies", "[logic][mapping]") {
+TEST_CASE("fan-in with MLA: one writer - the others are dummies", "[logic][mapping]") {
   auto s = sources_of({4, 1}, {1, 1}, 0, 0, true, 1);
   REQUIRE(s.size() == 4);
   CHECK_FALSE(s[0].dummy);
@@ -111,7 +111,7 @@ TEST_CASE("fan-out: a prefill rank waits for every decode rank it serves", "[log
   CHECK(s[0].tp == 1);
 }
 
-TEST_CASE("PP: equal stages pair; decode PP 1 reads every prefill stage", "[logic][mapping]") {
+TEST_CASE("PP: equal stages pair - decode PP 1 reads every prefill stage", "[logic][mapping]") {
   auto eq = sources_of({2, 2}, {2, 2}, 1, 1, false, 8);
   REQUIRE(eq.size() == 1);
   CHECK(eq[0].pp == 1);
@@ -123,7 +123,7 @@ TEST_CASE("PP: equal stages pair; decode PP 1 reads every prefill stage", "[logi
   CHECK(all[1].writes_aux);  // the output token comes from the last stage
 }
 
-TEST_CASE("shapes that cannot pair are refused, naming both sizes", "[logic][mapping]") {
+TEST_CASE("shapes that cannot pair are refused - naming both sizes", "[logic][mapping]") {
   CHECK(*check_sizes({3, 1}, {2, 1}) ==
         "prefill TP 3 with decode TP 2: one TP size must divide the other");
   CHECK(*check_sizes({1, 2}, {1, 3}) ==

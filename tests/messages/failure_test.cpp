@@ -46,7 +46,7 @@ TEST_CASE("every code has a name", "[messages][failure]") {
   CHECK(to_string(errc::layout_mismatch) == "layout_mismatch");
 }
 
-TEST_CASE("a scheduler's error carries the room, the cause and the origin rank",
+TEST_CASE("a scheduler's error carries the room - the cause and the origin rank",
           "[messages][failure]") {
   transfer_error e{room_key{42, 7},
                    failure{errc::deadline,

@@ -32,7 +32,7 @@ TEST_CASE("a consistent layout validates", "[messages][layout]") {
   CHECK(l.token_bytes() == 8 * 128 * 2);
 }
 
-TEST_CASE("validate names the field, its value and what was expected", "[messages][layout]") {
+TEST_CASE("validate names the field - its value and what was expected", "[messages][layout]") {
   auto l = mha();
   SECTION("item_len") {
     l.kv_buffers[1].item_len = 1000;
@@ -93,7 +93,7 @@ TEST_CASE("compare names the first differing field with both values", "[messages
   CHECK(*compare(p, d) == "protocol_version prefill=1 decode=2");
 }
 
-TEST_CASE("buffer base, length and region may differ between peers", "[messages][layout]") {
+TEST_CASE("buffer base - length and region may differ between peers", "[messages][layout]") {
   auto p = mha(16);
   auto d = mha(16);
   for (auto& b : d.kv_buffers) {

@@ -108,16 +108,55 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
 
   /// Spawns both instances; with `settle`, runs until registration is done.
   void start(uint32_t p_tp, uint32_t p_pp, uint32_t d_tp, uint32_t d_pp, bool settle = true) {
-    boot = sys.spawn(bootstrap, std::string{"prefill-0"}, uint64_t{3});
-    dec = sys.spawn(decider, std::string{"decode-0"}, d_tp, d_pp, uint64_t{4}, limits);
-    for (uint32_t s = 0; s < p_pp; ++s)
-      for (uint32_t t = 0; t < p_tp; ++t)
-        prefill.push_back(make(role::prefill, t, p_tp, s, p_pp, prefill.size()));
-    for (uint32_t s = 0; s < d_pp; ++s)
-      for (uint32_t t = 0; t < d_tp; ++t)
-        decode.push_back(make(role::decode, t, d_tp, s, d_pp, decode.size()));
+    start_prefill(p_tp, p_pp, 3);
+    start_decode(d_tp, d_pp, 4);
     if (settle)
       sched.run();
+  }
+
+  /// The prefill instance's bootstrap (of `generation`) and ranks.
+  void start_prefill(uint32_t tp, uint32_t pp, uint64_t generation) {
+    boot = sys.spawn(bootstrap, std::string{"prefill-0"}, generation);
+    for (uint32_t s = 0; s < pp; ++s)
+      for (uint32_t t = 0; t < tp; ++t)
+        prefill.push_back(make(role::prefill, t, tp, s, pp, prefill.size()));
+  }
+
+  /// The decode instance's decider (of `generation`) and ranks.
+  void start_decode(uint32_t tp, uint32_t pp, uint64_t generation) {
+    dec = sys.spawn(decider, std::string{"decode-0"}, tp, pp, generation, limits);
+    for (uint32_t s = 0; s < pp; ++s)
+      for (uint32_t t = 0; t < tp; ++t)
+        decode.push_back(make(role::decode, t, tp, s, pp, decode.size()));
+  }
+
+  /// A crash of the whole prefill instance: its ranks and its bootstrap are
+  /// killed. The runtimes stay (their slots can still be read) until restart.
+  void kill_prefill() {
+    for (auto& r : prefill)
+      caf::anon_send_exit(r.rt->prefill(), caf::exit_reason::kill);
+    caf::anon_send_exit(boot, caf::exit_reason::kill);
+  }
+
+  /// A crash of the whole decode instance: its ranks and its decider.
+  void kill_decode() {
+    for (auto& r : decode)
+      caf::anon_send_exit(r.rt->decode(), caf::exit_reason::kill);
+    caf::anon_send_exit(dec, caf::exit_reason::kill);
+  }
+
+  /// The next incarnation of the prefill instance, under the same name.
+  void restart_prefill(uint32_t tp, uint32_t pp, uint64_t generation) {
+    prefill.clear();
+    start_prefill(tp, pp, generation);
+    sched.run();
+  }
+
+  /// The next incarnation of the decode instance, under the same name.
+  void restart_decode(uint32_t tp, uint32_t pp, uint64_t generation) {
+    decode.clear();
+    start_decode(tp, pp, generation);
+    sched.run();
   }
 
   /// Opens room `id` on every rank, sends its pages in chunks of `chunk`
