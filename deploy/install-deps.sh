@@ -14,6 +14,7 @@ packages=(
   iproute2                  # ip netns, for multi-host tests
   ucx-utils                 # ucx_perftest, beside kvferry-bench transports (optional there)
   gnuplot-nox               # docs/transports.png (optional: the bench and tests run without)
+  libtomlplusplus-dev       # toml++: kvferry-launch reads cluster files
 )
 
 missing=()

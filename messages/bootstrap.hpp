@@ -82,4 +82,20 @@ typename Inspector::result_type inspect(Inspector& f, topology& x) {
            x.pp_size, x.ranks);
 }
 
+/// The bootstrap saw one of its ranks go (its actor terminated, or its node's
+/// connection dropped). Sent to every decode rank that looked the instance
+/// up: such a rank may reach the prefill rank only through another node, and
+/// then CAF tells it nothing when that rank's process dies.
+struct rank_left {
+  rank_ref rank;
+  std::string reason;
+
+  friend bool operator==(const rank_left&, const rank_left&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rank_left& x) {
+  return f(caf::meta::type_name("kvferry.rank_left"), x.rank, x.reason);
+}
+
 }  // namespace kvferry

@@ -50,6 +50,7 @@ struct bootstrap_locator;
 struct rank_registration;
 struct registration_ack;
 struct topology;
+struct rank_left;
 struct dest_registration;
 struct dest_accepted;
 struct room_request;
@@ -87,8 +88,8 @@ using decode_rank_actor = caf::typed_actor<
     caf::reacts_to<receiver_init>, caf::reacts_to<room_abort_atom, uint64_t>,
     caf::reacts_to<room_clear_atom, uint64_t>,
     caf::replies_to<room_poll_atom, uint64_t>::with<room_status>,
-    // prefill ranks
-    caf::reacts_to<chunk_landed>,
+    // prefill ranks, and their bootstrap when one of them leaves
+    caf::reacts_to<chunk_landed>, caf::reacts_to<rank_left>,
     // the decider
     caf::reacts_to<room_keyed>, caf::reacts_to<room_verdict>,
     // the decider's pings

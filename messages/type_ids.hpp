@@ -41,6 +41,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvferry, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvferry, (kvferry::rank_registration))
   CAF_ADD_TYPE_ID(kvferry, (kvferry::registration_ack))
   CAF_ADD_TYPE_ID(kvferry, (kvferry::topology))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::rank_left))
 
   // room protocol
   CAF_ADD_TYPE_ID(kvferry, (kvferry::dest_registration))

@@ -7,6 +7,7 @@
 #include "transport/inproc/inproc_transport.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/tcp/tcp_transport.hpp"
+#include "transport/verbs/verbs_transport.hpp"
 
 namespace kvferry::transport {
 
@@ -20,6 +21,7 @@ const std::vector<std::pair<std::string, factory>>& table() {
       {"tcp", [](const options& o) { return tcp::make_tcp_transport(o); }},
       {"shm", [](const options& o) { return shm::make_shm_transport(o); }},
       {"auto", [](const options& o) { return automatic::make_auto_transport(o); }},
+      {"verbs", [](const options& o) { return verbs::make_verbs_transport(o); }},
   };
   return rows;
 }

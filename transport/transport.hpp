@@ -39,6 +39,10 @@ struct options {
   std::string listen_host = "127.0.0.1";  ///< tcp: address the receiver binds
   uint16_t listen_port = 0;               ///< tcp: port, 0 for any free one
   std::string name;                       ///< inproc: endpoint name, empty for a unique one
+  uint32_t tcp_streams = 4;               ///< tcp: connections per peer a large batch is split over
+  std::string rdma_device;                ///< verbs: device name, empty for the first one found
+  uint8_t rdma_port = 1;                  ///< verbs: port of that device
+  int rdma_gid_index = 0;  ///< verbs: GID index (RoCE needs a valid one), -1: LID only
 };
 
 /// One backend instance, owned by one rank. Thread-safe.

@@ -17,6 +17,8 @@ bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<boots
                                          std::string instance, uint64_t generation) {
   self->state.dir = directory{std::move(instance), generation};
   self->set_down_handler([self](caf::down_msg& dm) {
+    if (self->state.watchers.erase(dm.source) > 0)
+      return;
     auto i = self->state.by_actor.find(dm.source);
     if (i == self->state.by_actor.end())
       return;
@@ -24,8 +26,11 @@ bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<boots
         dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn;
     log().log(level, "[bootstrap {}] {} left ({})", self->state.dir.instance(),
               to_string(i->second), caf::to_string(dm.reason));
+    rank_left note{i->second, caf::to_string(dm.reason)};
     self->state.dir.remove(i->second.tp, i->second.pp);
     self->state.by_actor.erase(i);
+    for (auto& [addr, watcher] : self->state.watchers)
+      self->send(watcher, note);
   });
   return {
       [self](rank_registration& reg) -> caf::result<registration_ack> {
@@ -51,7 +56,14 @@ bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<boots
                    to_string(rank), self->state.dir.size());
         return registration_ack{self->state.dir.instance(), self->state.dir.generation()};
       },
-      [self](topology_atom) -> topology { return self->state.dir.snapshot(); },
+      [self](topology_atom) -> topology {
+        // A decode rank asks: it hears from now on which ranks leave.
+        if (auto w = caf::actor_cast<decode_rank_actor>(self->current_sender())) {
+          if (self->state.watchers.emplace(w.address(), w).second)
+            self->monitor(w);
+        }
+        return self->state.dir.snapshot();
+      },
   };
 }
 

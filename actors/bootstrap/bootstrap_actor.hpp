@@ -1,6 +1,7 @@
 // The bootstrap actor: the directory of one prefill instance, published on the
 // instance's bootstrap port. It monitors every registered rank and drops a
-// rank that terminates, so a topology never names a dead actor for long.
+// rank that terminates, so a topology never names a dead actor for long, and
+// tells the decode ranks that asked for the topology (rank_left).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,8 @@ struct bootstrap_state {
 
   directory dir{"", 0};
   std::map<caf::actor_addr, rank_ref> by_actor;  // registered handles → their rank
+  /// Decode ranks that asked for the topology: told when a rank leaves.
+  std::map<caf::actor_addr, decode_rank_actor> watchers;
 };
 
 /// Spawns with `instance` (the prefill instance's name) and `generation` (its

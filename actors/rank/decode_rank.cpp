@@ -396,6 +396,39 @@ decode_room* find(self_ptr self, const room_key& key) {
   return &i->second;
 }
 
+/// Whether `rank` is one of the ranks of `peer`'s instance.
+bool serves(const decode_rank_state::prefill_peer& peer, const rank_ref& rank) {
+  return peer.handles.count(rank) > 0 ||
+         std::any_of(peer.everyone.begin(), peer.everyone.end(),
+                     [&](const participant& p) { return p.rank == rank; });
+}
+
+/// A prefill rank of an instance this rank receives from is gone: the rooms
+/// of that instance fail here with `why`, and later rooms look the instance
+/// up again (it may have restarted, and every rank must name the new one).
+void drop_instance_of(self_ptr self, const rank_ref& gone, const failure& why) {
+  auto& st = self->state;
+  for (auto p = st.peers.begin(); p != st.peers.end(); ++p) {
+    if (!serves(p->second, gone))
+      continue;
+    for_rooms_of(self, p->first, [&](decode_room& room) { report(self, room, why); });
+    for (auto& [rank, handle] : p->second.handles)
+      self->demonitor(handle.address());
+    st.peers.erase(p);
+    return;
+  }
+}
+
+/// A prefill rank went down: its down_msg here, or its bootstrap's rank_left.
+void lose_source(self_ptr self, const rank_ref& gone, const std::string& reason,
+                 spdlog::level::level_enum level) {
+  log().log(level, "{} prefill {} went down: {}", who(self), to_string(gone), reason);
+  drop_instance_of(
+      self, gone,
+      failure{errc::peer_down, "prefill " + to_string(gone) + " went down (" + reason + ")",
+              self->state.cfg.self});
+}
+
 void on_down(self_ptr self, const caf::down_msg& dm) {
   auto& st = self->state;
   auto level =
@@ -411,23 +444,12 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
     self->delayed_send(self, register_retry, register_atom_v);
     return;
   }
-  for (auto p = st.peers.begin(); p != st.peers.end();) {
-    auto hit = std::find_if(p->second.handles.begin(), p->second.handles.end(),
-                            [&](auto& kv) { return kv.second.address() == dm.source; });
-    if (hit == p->second.handles.end()) {
-      ++p;
-      continue;
-    }
-    auto gone = hit->first;
-    log().log(level, "{} prefill {} went down: {}", who(self), to_string(gone),
-              caf::to_string(dm.reason));
-    failure why{errc::peer_down,
-                "prefill " + to_string(gone) + " went down (" + caf::to_string(dm.reason) + ")",
-                st.cfg.self};
-    for_rooms_of(self, p->first, [&](decode_room& room) { report(self, room, why); });
-    // Later rooms look the instance up again (it may have restarted).
-    p = st.peers.erase(p);
-  }
+  for (auto& [key, peer] : st.peers)
+    for (auto& [rank, handle] : peer.handles)
+      if (handle.address() == dm.source) {
+        lose_source(self, rank, caf::to_string(dm.reason), level);
+        return;
+      }
 }
 
 /// A verdict says a prefill rank was lost (the decider saw it go down, or it
@@ -435,19 +457,9 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
 /// another node, a silent partition): the instance is looked up again for the
 /// next rooms, as after a down_msg, and its live rooms here fail the same way.
 void forget_lost_source(self_ptr self, const failure& why) {
-  if (why.origin.side != role::prefill ||
-      (why.code != errc::peer_down && why.code != errc::heartbeat_lost))
-    return;
-  auto& st = self->state;
-  for (auto p = st.peers.begin(); p != st.peers.end(); ++p) {
-    if (!p->second.handles.count(why.origin))
-      continue;
-    for_rooms_of(self, p->first, [&](decode_room& room) { report(self, room, why); });
-    for (auto& [rank, handle] : p->second.handles)
-      self->demonitor(handle.address());
-    st.peers.erase(p);
-    return;
-  }
+  if (why.origin.side == role::prefill &&
+      (why.code == errc::peer_down || why.code == errc::heartbeat_lost))
+    drop_instance_of(self, why.origin, why);
 }
 
 /// An exception escaped a handler: every live room of this rank fails with
@@ -569,6 +581,7 @@ decode_rank_actor::behavior_type decode_rank(
         maybe_finish(self, *room);
         sync(self, *room);
       },
+      [self](rank_left& msg) { lose_source(self, msg.rank, msg.reason, spdlog::level::warn); },
       // -- the decider ----------------------------------------------------------
       [self](room_keyed& msg) {
         auto i = self->state.rooms.find(msg.key.room);

@@ -12,7 +12,7 @@
 
 #include "actors/facade/runtime.hpp"
 #include "actors/plan/planner.hpp"
-#include "transport/tcp/tcp_socket.hpp"
+#include "transport/posix_socket.hpp"
 
 namespace kvferry::bench {
 

@@ -5,6 +5,7 @@
 //   tcp         tcp_bandwidth (vs a raw TCP stream), room_latency_us (vs CAF's RTT)
 //   transports  shm_kv_bandwidth (vs memcpy), tcp_kv_bandwidth (vs a raw TCP stream),
 //               both per write size 4 KiB..16 MiB, beside ucx_perftest when installed
+//   failover    kill_to_all_failed_p50_ms/_p99_ms, partition_to_all_failed_p99_ms
 // The bench starts its peers itself (--peer=NAME re-executes this binary).
 #include <cstdlib>
 #include <iostream>
@@ -12,6 +13,7 @@
 
 #include "actors/log.hpp"
 #include "apps/bench/bench_args.hpp"
+#include "apps/bench/suite_failover.hpp"
 #include "apps/bench/suite_tcp.hpp"
 #include "apps/bench/suite_transports.hpp"
 
@@ -27,7 +29,10 @@ int usage() {
                "        tcp_kv_bandwidth (baseline a raw TCP stream) for KV-shaped batches, then\n"
                "        per write size 4 KiB..16 MiB, beside ucx_perftest put bandwidth when\n"
                "        installed; --table=PATH writes the per-size table for the plot,\n"
-               "        --backends=shm,tcp picks backends, --no-ucx skips UCX\n";
+               "        --backends=shm,tcp picks backends, --no-ucx skips UCX\n"
+               "  failover  kill_to_all_failed_p50_ms/_p99_ms (kill -9 of one prefill rank\n"
+               "        process, TP 2 -> 2, to the last survivor's conclusion; --kills=N) and\n"
+               "        partition_to_all_failed_p99_ms (SIGSTOP instead; --stops=N)\n";
   return 2;
 }
 
@@ -53,6 +58,8 @@ int main(int argc, char** argv) {
       return kvferry::bench::run_tcp_suite(a);
     if (a.suite == "transports")
       return kvferry::bench::run_transports_suite(a);
+    if (a.suite == "failover")
+      return kvferry::bench::run_failover_suite(a);
     if (!a.suite.empty())
       std::cerr << "kvferry-bench: unknown suite '" << a.suite << "'\n";
     return usage();

@@ -27,8 +27,8 @@
 #include "apps/common/child_process.hpp"
 #include "apps/common/host_pool.hpp"
 #include "apps/common/scheduler_driver.hpp"
+#include "transport/posix_socket.hpp"
 #include "transport/registry.hpp"
-#include "transport/tcp/tcp_socket.hpp"
 
 namespace kvferry::bench {
 

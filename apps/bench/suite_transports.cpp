@@ -19,9 +19,9 @@
 #include "apps/bench/bench_report.hpp"
 #include "apps/bench/kv_traffic.hpp"
 #include "apps/common/child_process.hpp"
+#include "transport/posix_socket.hpp"
 #include "transport/registry.hpp"
 #include "transport/shared_memory.hpp"
-#include "transport/tcp/tcp_socket.hpp"
 
 namespace kvferry::bench {
 

@@ -66,11 +66,23 @@ struct pair {
   }
 };
 
+/// The built-in backends this machine can run: verbs needs an RDMA device
+/// (tests/transport/verbs_test.cpp says SKIPPED where there is none).
+std::vector<std::string> runnable_backends() {
+  std::vector<std::string> out;
+  for (auto& name : backend_names()) {
+    if (name == "verbs" && !make_transport(name, {}).ok())
+      continue;
+    out.push_back(name);
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("backends: writes land and refusals name the values and completions come once",
           "[transport][conformance]") {
-  auto backend = GENERATE(from_range(backend_names()));
+  auto backend = GENERATE(from_range(runnable_backends()));
   CAPTURE(backend);
   pair p{backend};
 
@@ -214,7 +226,7 @@ TEST_CASE("backends: writes land and refusals name the values and completions co
 
 TEST_CASE("backends: a peer that is gone fails the batches sent to it",
           "[transport][conformance]") {
-  auto backend = GENERATE(from_range(backend_names()));
+  auto backend = GENERATE(from_range(runnable_backends()));
   CAPTURE(backend);
   std::string dead_endpoint;
   {

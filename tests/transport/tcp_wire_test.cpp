@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "tests/support/completion_log.hpp"
+#include "transport/posix_socket.hpp"
 #include "transport/registry.hpp"
-#include "transport/tcp/tcp_socket.hpp"
 #include "transport/tcp/tcp_wire.hpp"
 
 using namespace kvferry;

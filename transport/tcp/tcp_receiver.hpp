@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "transport/fence.hpp"
+#include "transport/posix_socket.hpp"
 #include "transport/region.hpp"
-#include "transport/tcp/tcp_socket.hpp"
 
 namespace kvferry::transport::tcp {
 

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "transport/posix_socket.hpp"
 #include "transport/region.hpp"
-#include "transport/tcp/tcp_socket.hpp"
 #include "transport/write_op.hpp"
 
 namespace kvferry::transport::tcp {

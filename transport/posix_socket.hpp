@@ -1,4 +1,4 @@
-// Blocking socket helpers of the tcp backend: an owning fd, endpoint parsing,
+// Blocking socket helpers the tcp and verbs backends share: an owning fd, endpoint parsing,
 // listen/connect, and loops that move whole buffers.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "transport/tcp/tcp_socket.hpp"
+#include "transport/posix_socket.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,0 +1,149 @@
+#include "apps/common/failover_run.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <signal.h>
+
+#include "apps/common/child_process.hpp"
+
+namespace kvferry::apps {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Reads "conclusion <instance> tpT ppP room R <state> <at_ns> <why>" lines.
+void read_conclusions(const std::string& out, failover_result& r) {
+  std::istringstream in{out};
+  static const std::regex line{R"(^conclusion (\S+ tp\d+ pp\d+) room (\d+) (\S+) (\d+) (.*)$)"};
+  for (std::string l; std::getline(in, l);) {
+    std::smatch m;
+    if (!std::regex_match(l, m, line))
+      continue;
+    r.rooms[std::stoull(m[2])].push_back({m[1], m[3], std::stoll(m[4]), m[5]});
+  }
+}
+
+}  // namespace
+
+std::vector<uint64_t> failover_result::struck() const {
+  std::vector<uint64_t> out;
+  for (auto& [room, cs] : rooms) {
+    bool after = std::any_of(cs.begin(), cs.end(), [&](auto& c) { return c.at_ns >= strike_ns; });
+    if (after && opened_ns(room) < strike_ns)
+      out.push_back(room);
+  }
+  return out;
+}
+
+double failover_result::strike_to_all_concluded_ms() const {
+  int64_t last = strike_ns;
+  for (auto room : struck())
+    for (auto& c : rooms.at(room))
+      last = std::max(last, c.at_ns);
+  return (last - strike_ns) / 1e6;
+}
+
+std::vector<std::string> failover_result::disagreements() const {
+  std::vector<std::string> out;
+  for (auto room : struck()) {
+    auto& cs = rooms.at(room);
+    // A prefill rank that no decode rank reached for the room (it opened as
+    // the rank was killed) has no decider to hear from: it concludes Failed
+    // alone, with its own cause. Only a Success beside it would disagree.
+    auto alone = [](const rank_conclusion& c) {
+      return c.state == "Failed" && c.why.find("no decode rank asked for it") != std::string::npos;
+    };
+    auto ref = std::find_if(cs.begin(), cs.end(), [&](auto& c) { return !alone(c); });
+    if (ref == cs.end())
+      continue;
+    for (auto& c : cs)
+      if (alone(c) ? ref->state != "Failed" : (c.state != ref->state || c.why != ref->why))
+        out.push_back("room " + std::to_string(room) + ": " + c.rank + " " + c.state + " " + c.why +
+                      " / " + ref->rank + " " + ref->state + " " + ref->why);
+  }
+  return out;
+}
+
+uint32_t failover_result::successes_after(int64_t after_ns, size_t ranks) const {
+  uint32_t n = 0;
+  for (auto& [room, cs] : rooms) {
+    if (cs.size() == ranks && opened_ns(room) > after_ns &&
+        std::all_of(cs.begin(), cs.end(), [](auto& c) { return c.state == "Success"; }))
+      ++n;
+  }
+  return n;
+}
+
+failover_result run_failover(const failover_options& o) {
+  failover_result r;
+  auto epoch = wall_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(o.lead).count();
+  r.epoch_ns = epoch;
+  r.interval_ns = int64_t{o.interval_us} * 1000;
+  std::vector<std::string> common{"--prefill-tp=2",
+                                  "--decode-tp=2",
+                                  "--model=" + o.model,
+                                  "--rooms=" + std::to_string(o.rooms),
+                                  "--interval-us=" + std::to_string(o.interval_us),
+                                  "--epoch-ns=" + std::to_string(epoch),
+                                  "--print-conclusions",
+                                  "--kvferry.bootstrap-timeout=3s",
+                                  "--kvferry.log-level=error"};
+  common.insert(common.end(), o.extra.begin(), o.extra.end());
+  auto argv = [&](std::vector<std::string> own) {
+    own.insert(own.begin(), o.demo);
+    own.insert(own.end(), common.begin(), common.end());
+    return own;
+  };
+  auto first =
+      std::make_unique<child_process>(argv({"--role=prefill", "--ranks=0", "--bootstrap-port=0"}));
+  auto line = first->wait_for_line(
+      [](const std::string& l) { return l.find("bootstrap listening on") != std::string::npos; },
+      20s);
+  std::smatch m;
+  if (!line || !std::regex_search(*line, m, std::regex{R"(:(\d+)$)"})) {
+    r.error = "the first prefill process did not print its bootstrap port:\n" + first->output();
+    return r;
+  }
+  std::string port = m[1];
+  auto rank1 = [&] {
+    return std::make_unique<child_process>(
+        argv({"--role=prefill", "--ranks=1", "--join-bootstrap", "--bootstrap-port=" + port}));
+  };
+  auto victim = rank1();
+  child_process decode{argv({"--role=decode", "--bootstrap-port=" + port})};
+  std::this_thread::sleep_until(std::chrono::system_clock::time_point{
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds{epoch}) +
+      o.strike_after});
+  r.strike_ns = wall_ns();
+  ::kill(victim->pid(), o.signal);
+  std::unique_ptr<child_process> replacement;
+  if (o.restart)
+    replacement = rank1();
+  auto patience = std::chrono::milliseconds{o.rooms * o.interval_us / 1000} + 60s;
+  decode.wait(patience);
+  first->wait(patience);
+  if (replacement)
+    replacement->wait(patience);
+  ::kill(victim->pid(), SIGKILL);  // a frozen one is let go now
+  victim->wait(5s);
+  for (auto* p : {&decode, first.get(), replacement.get()})
+    if (p) {
+      read_conclusions(p->output(), r);
+      r.outputs.push_back(p->output());
+    }
+  return r;
+}
+
+}  // namespace kvferry::apps

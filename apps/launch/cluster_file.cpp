@@ -1,0 +1,529 @@
+#include "apps/launch/cluster_file.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "actors/plan/tp_mapping.hpp"
+#include "transport/registry.hpp"
+
+namespace kvferry::launch {
+
+namespace {
+
+using keys = std::vector<std::string_view>;
+
+std::string join(const keys& ks) {
+  std::string out;
+  for (auto k : ks)
+    out += (out.empty() ? "" : ", ") + std::string{k};
+  return out;
+}
+
+std::string type_name(const toml::node& n) {
+  std::ostringstream os;
+  os << n.type();
+  return os.str();
+}
+
+std::string quoted(std::string_view s) {
+  return "\"" + std::string{s} + "\"";
+}
+
+/// Reads typed values out of toml++ tables, recording every error with its line.
+class reader {
+ public:
+  reader(std::string file, std::vector<std::string>& errors)
+      : file_(std::move(file)), errors_(errors) {}
+
+  static uint32_t line_of(const toml::node& n) { return n.source().begin.line; }
+
+  void fail(uint32_t line, const std::string& why) {
+    errors_.push_back(file_ + ":" + std::to_string(line) + ": " + why);
+  }
+
+  /// Refuses every key of `t` not in `allowed`.
+  void only(const toml::table& t, std::string_view where, const keys& allowed) {
+    for (auto&& [k, v] : t)
+      if (std::find(allowed.begin(), allowed.end(), k.str()) == allowed.end())
+        fail(line_of(v), "unknown key " + quoted(k.str()) + " in " + std::string{where} +
+                             "; expected one of " + join(allowed));
+  }
+
+  /// A string; `required` reports its absence at the table's line.
+  bool text(const toml::table& t, std::string_view where, std::string_view key, std::string& out,
+            bool required) {
+    auto* n = t.get(key);
+    if (!n) {
+      if (required)
+        fail(line_of(t),
+             "missing " + std::string{key} + " in " + std::string{where} + "; expected a string");
+      return false;
+    }
+    if (auto* s = n->as_string()) {
+      out = s->get();
+      return true;
+    }
+    fail(line_of(*n), std::string{key} + " in " + std::string{where} + " is a " + type_name(*n) +
+                          "; expected a string");
+    return false;
+  }
+
+  /// An integer in [lo, hi]; the line of the value goes to `line` when given.
+  template <class T>
+  bool integer(const toml::table& t, std::string_view where, std::string_view key, T& out,
+               bool required, int64_t lo, int64_t hi, uint32_t* line = nullptr) {
+    auto* n = t.get(key);
+    if (!n) {
+      if (required)
+        fail(line_of(t), "missing " + std::string{key} + " in " + std::string{where} +
+                             "; expected an integer in " + std::to_string(lo) + ".." +
+                             std::to_string(hi));
+      return false;
+    }
+    if (line)
+      *line = line_of(*n);
+    auto* i = n->as_integer();
+    if (!i) {
+      fail(line_of(*n), std::string{key} + " in " + std::string{where} +
+                            " is not an integer; expected an integer in " + std::to_string(lo) +
+                            ".." + std::to_string(hi));
+      return false;
+    }
+    auto v = i->get();
+    if (v < lo || v > hi) {
+      fail(line_of(*n), std::string{key} + " = " + std::to_string(v) + " in " + std::string{where} +
+                            " is out of range; expected " + std::to_string(lo) + ".." +
+                            std::to_string(hi));
+      return false;
+    }
+    out = static_cast<T>(v);
+    return true;
+  }
+
+  /// A duration string ("200ms", "20s").
+  bool duration(const toml::table& t, std::string_view where, std::string_view key,
+                std::chrono::nanoseconds& out) {
+    std::string s;
+    if (!text(t, where, key, s, false))
+      return false;
+    auto d = parse_duration(s);
+    if (!d || d->count() <= 0) {
+      fail(line_of(*t.get(key)), std::string{key} + " = " + quoted(s) + " in " +
+                                     std::string{where} +
+                                     " is not a positive duration; expected a number with a "
+                                     "unit: ns, us, ms, s, min (e.g. \"200ms\", \"20s\")");
+      return false;
+    }
+    out = *d;
+    return true;
+  }
+
+  /// A table at `key` of the root, or null (with an error if it is something else).
+  const toml::table* table(const toml::table& root, std::string_view key) {
+    auto* n = root.get(key);
+    if (!n)
+      return nullptr;
+    if (auto* t = n->as_table())
+      return t;
+    fail(line_of(*n), std::string{key} + " is not a table; expected [" + std::string{key} + "]");
+    return nullptr;
+  }
+
+  /// The tables of an array of tables at `key` of the root.
+  std::vector<const toml::table*> tables(const toml::table& root, std::string_view key) {
+    std::vector<const toml::table*> out;
+    auto* n = root.get(key);
+    if (!n)
+      return out;
+    auto* a = n->as_array();
+    if (!a || !a->is_array_of_tables()) {
+      fail(line_of(*n),
+           std::string{key} + " is not an array of tables; expected [[" + std::string{key} + "]]");
+      return out;
+    }
+    for (auto& e : *a)
+      out.push_back(e.as_table());
+    return out;
+  }
+
+ private:
+  std::string file_;
+  std::vector<std::string>& errors_;
+};
+
+const keys model_names{"llama-7b", "deepseek-mla", "tiny", "tiny-gqa"};
+
+void read_deadlines(reader& r, const toml::table& root, cluster_spec& c) {
+  if (auto* t = r.table(root, "deadlines")) {
+    r.only(*t, "[deadlines]", {"bootstrap", "waiting", "transfer", "verdict"});
+    r.duration(*t, "[deadlines]", "bootstrap", c.limits.bootstrapping);
+    r.duration(*t, "[deadlines]", "waiting", c.limits.waiting_for_input);
+    r.duration(*t, "[deadlines]", "transfer", c.limits.transferring);
+    r.duration(*t, "[deadlines]", "verdict", c.limits.verdict);
+  }
+  if (auto* t = r.table(root, "heartbeat")) {
+    r.only(*t, "[heartbeat]", {"interval", "misses"});
+    r.duration(*t, "[heartbeat]", "interval", c.limits.heartbeat);
+    r.integer(*t, "[heartbeat]", "misses", c.limits.heartbeat_misses, false, 1, 1000);
+  }
+}
+
+void read_workload(reader& r, const toml::table& root, cluster_spec& c) {
+  auto* t = r.table(root, "workload");
+  if (!t)
+    return;
+  const char* w = "[workload]";
+  r.only(*t, w,
+         {"requests", "min_tokens", "max_tokens", "page_size", "pool_pages", "aux_rows",
+          "chunk_pages", "concurrency", "seed", "model"});
+  workload_spec s;
+  s.line = reader::line_of(*t);
+  constexpr int64_t big = std::numeric_limits<int32_t>::max();
+  r.integer(*t, w, "requests", s.requests, true, 1, big);
+  r.integer(*t, w, "min_tokens", s.min_tokens, false, 1, big);
+  uint32_t max_line = s.line;
+  r.integer(*t, w, "max_tokens", s.max_tokens, false, 1, big, &max_line);
+  r.integer(*t, w, "page_size", s.page_size, true, 1, 1 << 16);
+  r.integer(*t, w, "pool_pages", s.pool_pages, false, 1, big);
+  r.integer(*t, w, "aux_rows", s.aux_rows, false, 1, big);
+  r.integer(*t, w, "chunk_pages", s.chunk_pages, false, 0, big);
+  r.integer(*t, w, "concurrency", s.concurrency, false, 1, big);
+  r.integer(*t, w, "seed", s.seed, false, 0, std::numeric_limits<int64_t>::max());
+  if (r.text(*t, w, "model", s.model, true) &&
+      std::find(model_names.begin(), model_names.end(), s.model) == model_names.end())
+    r.fail(reader::line_of(*t->get("model")), "model = " + quoted(s.model) +
+                                                  " is not a known model shape; expected one of " +
+                                                  join(model_names));
+  if (s.max_tokens < s.min_tokens)
+    r.fail(max_line, "max_tokens = " + std::to_string(s.max_tokens) + " is below min_tokens = " +
+                         std::to_string(s.min_tokens) + "; expected max_tokens >= min_tokens");
+  auto pages = (s.max_tokens + s.page_size - 1) / s.page_size;
+  if (pages > s.pool_pages)
+    r.fail(max_line, "max_tokens = " + std::to_string(s.max_tokens) + " takes " +
+                         std::to_string(pages) + " pages of " + std::to_string(s.page_size) +
+                         " tokens, more than pool_pages = " + std::to_string(s.pool_pages) +
+                         "; expected a pool that holds the longest request");
+  c.workload = s;
+}
+
+void read_nodes(reader& r, const toml::table& root, cluster_spec& c) {
+  std::map<std::string, uint32_t> seen;
+  for (auto* t : r.tables(root, "node")) {
+    r.only(*t, "[[node]]", {"name", "host"});
+    node_spec n;
+    n.line = reader::line_of(*t);
+    bool ok = r.text(*t, "[[node]]", "name", n.name, true);
+    ok &= r.text(*t, "[[node]]", "host", n.host, true);
+    if (!ok)
+      continue;
+    if (auto [it, fresh] = seen.emplace(n.name, n.line); !fresh) {
+      r.fail(reader::line_of(*t->get("name")), "duplicate node name " + quoted(n.name) +
+                                                   "; it is already the name of the node at line " +
+                                                   std::to_string(it->second));
+      continue;
+    }
+    c.nodes.push_back(std::move(n));
+  }
+}
+
+void read_instances(reader& r, const toml::table& root, cluster_spec& c) {
+  std::map<std::string, uint32_t> seen;
+  const char* w = "[[instance]]";
+  for (auto* t : r.tables(root, "instance")) {
+    r.only(*t, w, {"name", "role", "node", "tp", "pp", "bootstrap_port", "data_port", "prefill"});
+    instance_spec s;
+    s.line = reader::line_of(*t);
+    bool ok = r.text(*t, w, "name", s.name, true);
+    std::string role;
+    if (r.text(*t, w, "role", role, true)) {
+      if (role == "prefill" || role == "decode") {
+        s.role = role == "prefill" ? instance_role::prefill : instance_role::decode;
+      } else {
+        r.fail(reader::line_of(*t->get("role")),
+               "role = " + quoted(role) + " is not a role; expected \"prefill\" or \"decode\"");
+        ok = false;
+      }
+    } else {
+      ok = false;
+    }
+    if (r.text(*t, w, "node", s.node, true)) {
+      if (!c.find_node(s.node)) {
+        std::string known;
+        for (auto& n : c.nodes)
+          known += (known.empty() ? "" : ", ") + n.name;
+        r.fail(reader::line_of(*t->get("node")), "node = " + quoted(s.node) +
+                                                     " names no [[node]]; expected one of " +
+                                                     (known.empty() ? "(none)" : known));
+        ok = false;
+      }
+    } else {
+      ok = false;
+    }
+    ok &= r.integer(*t, w, "tp", s.tp, true, 1, 1024);
+    r.integer(*t, w, "pp", s.pp, false, 1, 1024);
+    r.integer(*t, w, "data_port", s.data_port, false, 0, 65535, &s.data_port_line);
+    if (s.data_port != 0 && s.data_port + s.tp * s.pp - 1 > 65535) {
+      r.fail(s.data_port_line, "data_port = " + std::to_string(s.data_port) + " with " +
+                                   std::to_string(s.tp * s.pp) +
+                                   " ranks runs past port 65535; expected a lower first port");
+      ok = false;
+    }
+    if (role == "prefill") {
+      ok &= r.integer(*t, w, "bootstrap_port", s.bootstrap_port, true, 1, 65535,
+                      &s.bootstrap_port_line);
+      if (t->get("prefill")) {
+        r.fail(reader::line_of(*t->get("prefill")),
+               "prefill is a key of decode instances; expected no prefill in a prefill instance");
+        ok = false;
+      }
+    } else if (role == "decode") {
+      if (auto* bp = t->get("bootstrap_port")) {
+        r.fail(reader::line_of(*bp),
+               "bootstrap_port is a key of prefill instances (decode finds the bootstrap "
+               "through its prefill); expected no bootstrap_port in a decode instance");
+        ok = false;
+      }
+      r.text(*t, w, "prefill", s.prefill, false);
+    }
+    if (!ok || s.name.empty())
+      continue;
+    if (auto [it, fresh] = seen.emplace(s.name, s.line); !fresh) {
+      r.fail(reader::line_of(*t->get("name")),
+             "duplicate instance name " + quoted(s.name) +
+                 "; it is already the name of the instance at line " + std::to_string(it->second));
+      continue;
+    }
+    c.instances.push_back(std::move(s));
+  }
+}
+
+/// Pairs decode instances with their prefill and checks that the sizes map.
+void check_pairs(reader& r, const toml::table& root, cluster_spec& c) {
+  std::vector<const instance_spec*> prefills;
+  for (auto& i : c.instances)
+    if (i.role == instance_role::prefill)
+      prefills.push_back(&i);
+  auto tables = r.tables(root, "instance");
+  auto table_of = [&](const instance_spec& s) -> const toml::table* {
+    for (auto* t : tables)
+      if (reader::line_of(*t) == s.line)
+        return t;
+    return nullptr;
+  };
+  for (auto& d : c.instances) {
+    if (d.role != instance_role::decode)
+      continue;
+    if (d.prefill.empty()) {
+      if (prefills.size() != 1) {
+        r.fail(d.line, "decode instance " + quoted(d.name) +
+                           " names no prefill, and the file has " +
+                           std::to_string(prefills.size()) +
+                           " prefill instances; expected prefill = \"NAME\"");
+        continue;
+      }
+      d.prefill = prefills.front()->name;
+    }
+    auto* p = c.find_instance(d.prefill);
+    if (!p || p->role != instance_role::prefill) {
+      auto* t = table_of(d);
+      auto line = t && t->get("prefill") ? reader::line_of(*t->get("prefill")) : d.line;
+      r.fail(line, "prefill = " + quoted(d.prefill) + " of decode instance " + quoted(d.name) +
+                       " names no prefill instance");
+      continue;
+    }
+    if (auto bad = check_sizes({p->tp, p->pp}, {d.tp, d.pp})) {
+      auto* t = table_of(d);
+      auto line = t && t->get("tp") ? reader::line_of(*t->get("tp")) : d.line;
+      r.fail(line, "decode instance " + quoted(d.name) + " (TP " + std::to_string(d.tp) + " x PP " +
+                       std::to_string(d.pp) + ") cannot receive from prefill instance " +
+                       quoted(p->name) + " (TP " + std::to_string(p->tp) + " x PP " +
+                       std::to_string(p->pp) + "): " + *bad);
+    }
+  }
+}
+
+/// Refuses a TP size that does not split the workload model's kv heads
+/// evenly (nor replicates them evenly).
+void check_heads(reader& r, const toml::table& root, const cluster_spec& c) {
+  uint32_t heads = c.workload->model == "llama-7b"   ? 32
+                   : c.workload->model == "tiny"     ? 8
+                   : c.workload->model == "tiny-gqa" ? 2
+                                                     : 0;  // MLA: one latent, replicated
+  if (heads == 0)
+    return;
+  auto tables = r.tables(root, "instance");
+  for (auto& i : c.instances) {
+    if (heads % i.tp == 0 || i.tp % heads == 0)
+      continue;
+    uint32_t line = i.line;
+    for (auto* t : tables)
+      if (reader::line_of(*t) == i.line && t->get("tp"))
+        line = reader::line_of(*t->get("tp"));
+    r.fail(line, "tp = " + std::to_string(i.tp) + " of instance " + quoted(i.name) +
+                     " does not split the " + std::to_string(heads) + " kv heads of model " +
+                     quoted(c.workload->model) +
+                     "; expected a TP size that divides the heads or a multiple of them");
+  }
+}
+
+/// Refuses two listeners on one port of one host.
+void check_ports(reader& r, cluster_spec& c) {
+  struct use {
+    std::string what;
+    uint32_t line;
+  };
+  std::map<std::pair<std::string, uint32_t>, use> taken;
+  auto claim = [&](const std::string& host, uint32_t port, const std::string& what, uint32_t line) {
+    auto [it, fresh] = taken.emplace(std::make_pair(host, port), use{what, line});
+    if (!fresh)
+      r.fail(line, what + " uses port " + std::to_string(port) + " on " + host +
+                       ", already taken by " + it->second.what + " at line " +
+                       std::to_string(it->second.line) + "; expected distinct ports per host");
+  };
+  for (auto& i : c.instances) {
+    auto* n = c.find_node(i.node);
+    if (!n)
+      continue;
+    if (i.bootstrap_port != 0)
+      claim(n->host, i.bootstrap_port, "bootstrap_port of " + quoted(i.name),
+            i.bootstrap_port_line);
+    if (i.data_port != 0)
+      for (uint32_t k = 0; k < i.tp * i.pp; ++k)
+        claim(n->host, i.data_port + k,
+              "data_port of " + quoted(i.name) + " (rank " + std::to_string(k) + ")",
+              i.data_port_line);
+  }
+}
+
+}  // namespace
+
+const node_spec* cluster_spec::find_node(std::string_view name) const {
+  for (auto& n : nodes)
+    if (n.name == name)
+      return &n;
+  return nullptr;
+}
+
+const instance_spec* cluster_spec::find_instance(std::string_view name) const {
+  for (auto& i : instances)
+    if (i.name == name)
+      return &i;
+  return nullptr;
+}
+
+const instance_spec* cluster_spec::prefill_of(const instance_spec& d) const {
+  return find_instance(d.prefill);
+}
+
+const char* to_string(instance_role r) {
+  return r == instance_role::prefill ? "prefill" : "decode";
+}
+
+std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.'))
+    ++i;
+  if (i == 0 || i > 18)
+    return std::nullopt;
+  double v = 0;
+  try {
+    size_t used = 0;
+    v = std::stod(std::string{text.substr(0, i)}, &used);
+    if (used != i)
+      return std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  auto unit = text.substr(i);
+  double ns_per = 0;
+  if (unit == "ns")
+    ns_per = 1;
+  else if (unit == "us")
+    ns_per = 1e3;
+  else if (unit == "ms")
+    ns_per = 1e6;
+  else if (unit == "s")
+    ns_per = 1e9;
+  else if (unit == "min")
+    ns_per = 60e9;
+  else
+    return std::nullopt;
+  return std::chrono::nanoseconds{static_cast<int64_t>(v * ns_per)};
+}
+
+cluster_parse parse_cluster(std::string_view text, const std::string& file) {
+  cluster_parse out;
+  toml::table root;
+  try {
+    root = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    out.errors.push_back(file + ":" + std::to_string(e.source().begin.line) +
+                         ": not valid TOML: " + std::string{e.description()});
+    return out;
+  }
+  reader r{file, out.errors};
+  r.only(root, "the file", {"transport", "deadlines", "heartbeat", "workload", "node", "instance"});
+  cluster_spec c;
+  c.file = file;
+  if (auto* n = root.get("transport")) {
+    r.text(root, "the file", "transport", c.transport, false);
+    auto names = transport::backend_names();
+    std::erase(names, "inproc");  // one process only: nodes are processes
+    if (std::find(names.begin(), names.end(), c.transport) == names.end()) {
+      keys ks(names.begin(), names.end());
+      r.fail(reader::line_of(*n), "transport = " + quoted(c.transport) +
+                                      " is not a data plane that crosses processes in this "
+                                      "build; expected one of " +
+                                      join(ks));
+    }
+  }
+  read_deadlines(r, root, c);
+  read_workload(r, root, c);
+  read_nodes(r, root, c);
+  read_instances(r, root, c);
+  if (c.nodes.empty() && !root.get("node"))
+    r.fail(1, "no [[node]]; expected at least one node with a name and a host");
+  if (c.instances.empty() && !root.get("instance"))
+    r.fail(1, "no [[instance]]; expected at least one prefill and one decode instance");
+  // Pairs and ports only on instances that all parsed: an instance left out
+  // would only show up again as a second, misleading error.
+  if (out.errors.empty())
+    check_pairs(r, root, c);
+  if (out.errors.empty())
+    check_ports(r, c);
+  if (out.errors.empty() && c.workload)
+    check_heads(r, root, c);
+  if (c.workload) {
+    size_t np = 0, nd = 0;
+    for (auto& i : c.instances)
+      (i.role == instance_role::prefill ? np : nd)++;
+    if (out.errors.empty() && (np != 1 || nd != 1))
+      r.fail(c.workload->line,
+             "[workload] drives one prefill and one decode instance; the file has " +
+                 std::to_string(np) + " prefill and " + std::to_string(nd) +
+                 " decode instances (expected 1 and 1)");
+  }
+  if (out.errors.empty())
+    out.cluster = std::move(c);
+  return out;
+}
+
+cluster_parse load_cluster(const std::string& path) {
+  std::ifstream in{path};
+  if (!in) {
+    cluster_parse out;
+    out.errors.push_back(path + ": cannot read the cluster file");
+    return out;
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return parse_cluster(buf.str(), path);
+}
+
+}  // namespace kvferry::launch

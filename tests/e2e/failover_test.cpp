@@ -1,0 +1,49 @@
+// kill -9 of one prefill rank process mid-transfer, TP 2 -> 2 on 127.0.0.1,
+// one process per prefill rank: every surviving rank of both instances
+// concludes the rooms that were live the same way (Failed with one cause,
+// naming the killed rank, unless every byte had landed already), and the
+// rooms opened after a new process took the rank's place succeed on every
+// rank, byte for byte (the decode process checks each Success).
+#include <catch2/catch.hpp>
+
+#include "apps/common/failover_run.hpp"
+
+using namespace kvferry::apps;
+
+TEST_CASE("a prefill rank process killed mid-transfer: the survivors agree and later rooms succeed",
+          "[e2e][process][failover]") {
+  failover_options o;
+  o.demo = KVFERRY_DEMO_PATH;
+  o.restart = true;
+  o.rooms = 200;
+  auto r = run_failover(o);
+  INFO(r.error);
+  REQUIRE(r.error.empty());
+  std::string outputs;
+  for (auto& out : r.outputs)
+    outputs += out.substr(0, 4000) + "\n----\n";
+  INFO(outputs);
+  auto struck = r.struck();
+  CAPTURE(struck.size(), r.strike_to_all_concluded_ms());
+  REQUIRE(!struck.empty());
+  uint32_t failed = 0;
+  for (auto room : struck) {
+    // Three survivors saw it: decode tp0, decode tp1, prefill tp0.
+    auto& cs = r.rooms.at(room);
+    CHECK(cs.size() == 3u);
+    // A room whose bytes had all landed may still succeed; the others fail
+    // because of the killed rank.
+    if (cs.front().state == "Failed") {
+      ++failed;
+      CHECK_THAT(cs.front().why, Catch::Contains("prefill-0 tp1 pp0"));
+    }
+  }
+  CHECK(failed > 0);
+  auto disagreements = r.disagreements();
+  CAPTURE(disagreements);
+  CHECK(disagreements.empty());
+  // The replacement serves the rooms opened once it is up (it skips the ones
+  // whose time passed before it started): the last seconds all succeed.
+  auto late = r.opened_ns(o.rooms) - 1'000'000'000;
+  CHECK(r.successes_after(late, 4) >= 20u);
+}

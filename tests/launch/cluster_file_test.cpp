@@ -1,0 +1,252 @@
+// The cluster file parser: the examples of deploy/clusters/ parse, and every
+// error names its line, the offending value and what was expected.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+
+#include "apps/launch/cluster_file.hpp"
+
+using namespace kvferry::launch;
+
+namespace {
+
+const std::string good = R"(transport = "tcp"
+
+[deadlines]
+bootstrap = "20s"
+transfer = "1500ms"
+
+[heartbeat]
+interval = "200ms"
+misses = 3
+
+[workload]
+requests = 10
+page_size = 16
+pool_pages = 32
+model = "tiny"
+
+[[node]]
+name = "p"
+host = "127.0.0.1"
+
+[[node]]
+name = "d"
+host = "127.0.0.1"
+
+[[instance]]
+name = "prefill-0"
+role = "prefill"
+node = "p"
+tp = 4
+bootstrap_port = 17000
+data_port = 18000
+
+[[instance]]
+name = "decode-0"
+role = "decode"
+node = "d"
+tp = 2
+)";
+
+/// The 1-based line of the first occurrence of `needle` in `text`.
+uint32_t line_of(const std::string& text, const std::string& needle) {
+  auto at = text.find(needle);
+  REQUIRE(at != std::string::npos);
+  return 1 + static_cast<uint32_t>(std::count(text.begin(), text.begin() + at, '\n'));
+}
+
+/// `good` with `from` replaced by `to`.
+std::string with(const std::string& from, const std::string& to, std::string text = good) {
+  auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+/// Parses `text`, expects exactly one error, and returns it.
+std::string one_error(const std::string& text) {
+  auto p = parse_cluster(text, "c.toml");
+  INFO(text);
+  CHECK_FALSE(p.cluster);
+  REQUIRE(p.errors.size() == 1);
+  return p.errors.front();
+}
+
+std::string at(uint32_t line) {
+  return "c.toml:" + std::to_string(line) + ": ";
+}
+
+}  // namespace
+
+TEST_CASE("cluster file: a good file parses into nodes and instances and deadlines", "[launch]") {
+  auto p = parse_cluster(good, "c.toml");
+  for (auto& e : p.errors)
+    UNSCOPED_INFO(e);
+  REQUIRE(p.cluster);
+  auto& c = *p.cluster;
+  CHECK(c.transport == "tcp");
+  REQUIRE(c.nodes.size() == 2);
+  REQUIRE(c.instances.size() == 2);
+  CHECK(c.instances[0].role == instance_role::prefill);
+  CHECK(c.instances[0].tp == 4);
+  CHECK(c.instances[0].pp == 1);
+  CHECK(c.instances[0].bootstrap_port == 17000);
+  CHECK(c.instances[0].data_port == 18000);
+  CHECK(c.instances[1].role == instance_role::decode);
+  CHECK(c.instances[1].prefill == "prefill-0");  // the one prefill instance
+  CHECK(c.limits.bootstrapping == std::chrono::seconds{20});
+  CHECK(c.limits.transferring == std::chrono::milliseconds{1500});
+  CHECK(c.limits.heartbeat == std::chrono::milliseconds{200});
+  CHECK(c.limits.heartbeat_misses == 3);
+  REQUIRE(c.workload);
+  CHECK(c.workload->requests == 10);
+  CHECK(c.workload->model == "tiny");
+}
+
+TEST_CASE("cluster file: the examples of deploy/clusters parse", "[launch]") {
+  auto file = GENERATE(as<std::string>{}, "1p1d.toml", "tp4-to-tp2.toml", "tp2-to-tp4.toml");
+  auto p = load_cluster(std::string{KVFERRY_SOURCE_DIR} + "/deploy/clusters/" + file);
+  for (auto& e : p.errors)
+    UNSCOPED_INFO(e);
+  CHECK(p.cluster);
+}
+
+TEST_CASE("cluster file: an unknown key is refused with its line and the keys expected",
+          "[launch]") {
+  auto text = with("tp = 2\n", "tp = 2\ncolour = \"red\"\n");
+  auto e = one_error(text);
+  CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "colour"))));
+  CHECK_THAT(e, Catch::Contains("unknown key \"colour\" in [[instance]]"));
+  CHECK_THAT(e, Catch::Contains("expected one of name, role, node, tp"));
+}
+
+TEST_CASE("cluster file: an unknown top-level key is refused", "[launch]") {
+  auto text = with("transport = \"tcp\"\n", "transport = \"tcp\"\nnodes = 3\n");
+  auto e = one_error(text);
+  CHECK_THAT(e, Catch::StartsWith(at(2)));
+  CHECK_THAT(e, Catch::Contains("unknown key \"nodes\""));
+}
+
+TEST_CASE("cluster file: a missing instance field names the instance's line", "[launch]") {
+  auto text = with("tp = 2\n", "");
+  auto e = one_error(text);
+  CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "[[instance]]\nname = \"decode-0\""))));
+  CHECK_THAT(e, Catch::Contains("missing tp in [[instance]]"));
+  CHECK_THAT(e, Catch::Contains("expected an integer in 1..1024"));
+}
+
+TEST_CASE("cluster file: TP sizes that cannot map are refused with both sizes", "[launch]") {
+  auto text = with("tp = 2\n", "tp = 3\n");
+  auto e = one_error(text);
+  CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "tp = 3"))));
+  CHECK_THAT(e, Catch::Contains("decode instance \"decode-0\" (TP 3 x PP 1) cannot receive from "
+                                "prefill instance \"prefill-0\" (TP 4 x PP 1)"));
+  CHECK_THAT(e, Catch::Contains("one TP size must divide the other"));
+}
+
+TEST_CASE("cluster file: a PP size that cannot map is refused", "[launch]") {
+  auto text = with("tp = 2\n", "tp = 2\npp = 2\n");
+  auto e = one_error(text);
+  CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "tp = 2"))));
+  CHECK_THAT(e, Catch::Contains("decode PP must equal prefill PP or be 1"));
+}
+
+TEST_CASE("cluster file: a port out of range is refused with the value and the range", "[launch]") {
+  auto text = with("bootstrap_port = 17000", "bootstrap_port = 70000");
+  auto e = one_error(text);
+  CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "bootstrap_port"))));
+  CHECK_THAT(e, Catch::Contains("bootstrap_port = 70000 in [[instance]] is out of range; "
+                                "expected 1..65535"));
+}
+
+TEST_CASE("cluster file: two listeners on one port of one host are refused", "[launch]") {
+  auto text = with("data_port = 18000", "data_port = 16998");  // ranks take 16998..17001
+  auto e = one_error(text);
+  CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "data_port"))));
+  CHECK_THAT(e, Catch::Contains("uses port 17000 on 127.0.0.1, already taken by bootstrap_port "
+                                "of \"prefill-0\""));
+}
+
+TEST_CASE("cluster file: a duplicate node name is refused with both lines", "[launch]") {
+  auto text = with("name = \"d\"", "name = \"p\"");
+  auto p = parse_cluster(text, "c.toml");
+  CHECK_FALSE(p.cluster);
+  REQUIRE_FALSE(p.errors.empty());
+  auto second = line_of(text, "[[node]]\nname = \"p\"\nhost = \"127.0.0.1\"\n\n[[instance]]") + 1;
+  CHECK_THAT(p.errors.front(), Catch::StartsWith(at(second)));
+  CHECK_THAT(p.errors.front(),
+             Catch::Contains("duplicate node name \"p\"; it is already the name of the node at "
+                             "line " +
+                             std::to_string(line_of(text, "[[node]]"))));
+}
+
+TEST_CASE("cluster file: values of the wrong kind are refused", "[launch]") {
+  SECTION("a role") {
+    auto text = with("role = \"decode\"", "role = \"decoder\"");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "decoder"))));
+    CHECK_THAT(e, Catch::Contains("role = \"decoder\" is not a role"));
+  }
+  SECTION("a node no [[node]] names") {
+    auto text = with("node = \"d\"", "node = \"x\"");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "node = \"x\""))));
+    CHECK_THAT(e, Catch::Contains("node = \"x\" names no [[node]]; expected one of p, d"));
+  }
+  SECTION("a duration") {
+    auto text = with("bootstrap = \"20s\"", "bootstrap = \"20 seconds\"");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(4)));
+    CHECK_THAT(e, Catch::Contains("bootstrap = \"20 seconds\" in [deadlines] is not a positive "
+                                  "duration"));
+  }
+  SECTION("a model") {
+    auto text = with("model = \"tiny\"", "model = \"gpt-5\"");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "gpt-5"))));
+    CHECK_THAT(e, Catch::Contains("expected one of llama-7b, deepseek-mla, tiny, tiny-gqa"));
+  }
+  SECTION("a transport that stays in one process") {
+    auto e = one_error(with("transport = \"tcp\"", "transport = \"inproc\""));
+    CHECK_THAT(e, Catch::StartsWith(at(1)));
+    CHECK_THAT(e, Catch::Contains("transport = \"inproc\" is not a data plane that crosses "
+                                  "processes"));
+  }
+  SECTION("a string where an integer goes") {
+    auto text = with("tp = 4", "tp = \"4\"");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "tp = \"4\""))));
+    CHECK_THAT(e, Catch::Contains("tp in [[instance]] is not an integer"));
+  }
+}
+
+TEST_CASE("cluster file: a TP size that does not split the model's heads is refused", "[launch]") {
+  // tiny: 8 kv heads. Prefill TP 12 and decode TP 6 map onto each other,
+  // but neither splits 8 heads evenly.
+  auto text = with("tp = 2\n", "tp = 6\n", with("tp = 4", "tp = 12"));
+  auto p = parse_cluster(text, "c.toml");
+  REQUIRE(p.errors.size() == 2);
+  CHECK_THAT(p.errors[0], Catch::StartsWith(at(line_of(text, "tp = 12"))));
+  CHECK_THAT(p.errors[0], Catch::Contains("tp = 12 of instance \"prefill-0\" does not split the "
+                                          "8 kv heads of model \"tiny\""));
+  CHECK_THAT(p.errors[1], Catch::StartsWith(at(line_of(text, "tp = 6"))));
+}
+
+TEST_CASE("cluster file: text that is not TOML is refused with its line", "[launch]") {
+  auto text = with("misses = 3", "misses = = 3");
+  auto e = one_error(text);
+  CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "misses"))));
+  CHECK_THAT(e, Catch::Contains("not valid TOML"));
+}
+
+TEST_CASE("cluster file: durations take ns us ms s and min", "[launch]") {
+  CHECK(parse_duration("250ns") == std::chrono::nanoseconds{250});
+  CHECK(parse_duration("3us") == std::chrono::microseconds{3});
+  CHECK(parse_duration("200ms") == std::chrono::milliseconds{200});
+  CHECK(parse_duration("1.5s") == std::chrono::milliseconds{1500});
+  CHECK(parse_duration("2min") == std::chrono::minutes{2});
+  CHECK_FALSE(parse_duration("20"));
+  CHECK_FALSE(parse_duration("s"));
+  CHECK_FALSE(parse_duration("20 s"));
+}

@@ -1,0 +1,69 @@
+// The receiving half of the verbs backend: accepts side-channel connections,
+// gives each its own RC queue pair connected to the sender's, and admits each
+// batch (fence open, every op inside a registered region) before the sender
+// may write it, telling the sender the addr/rkey/length of the regions it
+// writes. A connection that ends moves its queue pair to the error state
+// before it releases what its batches held, so nothing of them lands later.
+#pragma once
+
+#include <atomic>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "transport/fence.hpp"
+#include "transport/posix_socket.hpp"
+#include "transport/verbs/verbs_device.hpp"
+#include "transport/verbs/verbs_regions.hpp"
+
+namespace kvferry::transport::verbs {
+
+class verbs_receiver {
+ public:
+  /// Listens on host:port for side channels. `regions` and `fences` must
+  /// outlive the receiver.
+  static result<std::unique_ptr<verbs_receiver>> start(std::shared_ptr<device> dev,
+                                                       const std::string& host, uint16_t port,
+                                                       verbs_regions& regions, fence_table& fences);
+
+  verbs_receiver(const verbs_receiver&) = delete;
+  verbs_receiver& operator=(const verbs_receiver&) = delete;
+
+  /// Closes the listener and every connection (their queue pairs too).
+  ~verbs_receiver();
+
+  uint16_t port() const { return port_; }
+
+  /// Closes every connection from the sender named `endpoint`.
+  void disconnect(const std::string& endpoint);
+
+ private:
+  struct connection {
+    tcp::socket_fd fd;
+    std::thread thread;
+    std::atomic<bool> done{false};
+    std::string sender;  ///< guarded by mu_
+  };
+
+  verbs_receiver(std::shared_ptr<device> dev, ibv_cq* cq, tcp::socket_fd listener, uint16_t port,
+                 verbs_regions& regions, fence_table& fences);
+
+  void accept_loop();
+  void serve(connection& conn);
+  void reap_locked();
+
+  std::shared_ptr<device> dev_;
+  ibv_cq* cq_;  // the queue pairs' (empty: the receiver posts nothing)
+  verbs_regions& regions_;
+  fence_table& fences_;
+  tcp::socket_fd listener_;
+  uint16_t port_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;  // guards conns_ and their sender names
+  std::list<connection> conns_;
+  std::thread acceptor_;
+};
+
+}  // namespace kvferry::transport::verbs

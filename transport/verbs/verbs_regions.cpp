@@ -1,0 +1,81 @@
+#include "transport/verbs/verbs_regions.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace kvferry::transport::verbs {
+
+verbs_regions::~verbs_regions() {
+  for (auto& [id, mr] : mrs_)
+    ::ibv_dereg_mr(mr);
+}
+
+result<region_id> verbs_regions::add(void* base, uint64_t length) {
+  auto id = table_.add(base, length);
+  if (!id.ok())
+    return id;
+  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  ibv_mr* mr = ::ibv_reg_mr(dev_->pd, base, length, access);
+  if (mr == nullptr) {
+    int err = errno;
+    table_.remove(*id).ignore();
+    return status::io_error("verbs: ibv_reg_mr of " + std::to_string(length) + " B on " +
+                            dev_->name + ": " + std::strerror(err) + " (errno " +
+                            std::to_string(err) + ")");
+  }
+  std::lock_guard guard{mu_};
+  mrs_.emplace(*id, mr);
+  return id;
+}
+
+status verbs_regions::remove(region_id id) {
+  ibv_mr* mr = nullptr;
+  {
+    std::unique_lock guard{mu_};
+    unpinned_.wait(guard, [&] { return pins_.count(id) == 0; });
+    auto i = mrs_.find(id);
+    if (i == mrs_.end())
+      return status::unknown_region("region " + std::to_string(id) + " is not registered");
+    mr = i->second;
+    mrs_.erase(i);
+  }
+  // Later batches fail to find it; then the NIC loses access too.
+  auto st = table_.remove(id);
+  ::ibv_dereg_mr(mr);
+  return st;
+}
+
+result<mr_span> verbs_regions::find(region_id id, uint64_t offset, uint64_t length,
+                                    const char* what) const {
+  auto held = table_.guard();
+  auto addr = table_.resolve(held, id, offset, length, what);
+  if (!addr.ok())
+    return addr.error();
+  std::lock_guard guard{mu_};
+  auto i = mrs_.find(id);
+  if (i == mrs_.end())
+    return status::unknown_region(std::string{what} + " region " + std::to_string(id) +
+                                  " is not registered");
+  return mr_span{*addr, i->second->lkey, i->second->rkey};
+}
+
+void verbs_regions::pin(const std::vector<region_id>& ids) {
+  std::lock_guard guard{mu_};
+  for (auto id : ids)
+    ++pins_[id];
+}
+
+void verbs_regions::unpin(const std::vector<region_id>& ids) {
+  {
+    std::lock_guard guard{mu_};
+    for (auto id : ids) {
+      auto i = pins_.find(id);
+      if (i != pins_.end() && --i->second == 0)
+        pins_.erase(i);
+    }
+  }
+  unpinned_.notify_all();
+}
+
+}  // namespace kvferry::transport::verbs
