@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "transport/completion_relay.hpp"
 #include "transport/registry.hpp"
 
 namespace kvferry::transport::automatic {
@@ -42,7 +43,7 @@ class auto_transport final : public transport {
  public:
   auto_transport(std::unique_ptr<transport> shm, std::unique_ptr<transport> tcp)
       : shm_(std::move(shm)), tcp_(std::move(tcp)), host_(host_identity()) {
-    auto forward = [this](completion c) { deliver(std::move(c)); };
+    auto forward = completions_.to_here();
     if (shm_)
       shm_->set_completion_handler(forward);
     tcp_->set_completion_handler(forward);
@@ -131,8 +132,7 @@ class auto_transport final : public transport {
   }
 
   void set_completion_handler(completion_handler handler) override {
-    std::lock_guard guard{handler_mu_};
-    handler_ = std::move(handler);
+    completions_.set(std::move(handler));
   }
 
   void open_fence(uint64_t token) override {
@@ -164,24 +164,14 @@ class auto_transport final : public transport {
     peer_id peer = 0;
   };
 
-  void deliver(completion c) {
-    completion_handler h;
-    {
-      std::lock_guard guard{handler_mu_};
-      h = handler_;
-    }
-    if (h)
-      h(std::move(c));
-  }
-
+  // First: the parts below deliver here until they are destroyed.
+  completion_relay completions_;
   std::unique_ptr<transport> shm_;  ///< null when it could not start
   std::unique_ptr<transport> tcp_;
   const std::string host_;
   mutable std::mutex mu_;  // guards routes_ and shm_usable_
   std::vector<route> routes_;
   bool shm_usable_ = false;
-  std::mutex handler_mu_;  // guards handler_
-  completion_handler handler_;
 
  public:
   void enable_shm() { shm_usable_ = shm_ != nullptr; }

@@ -4,10 +4,9 @@
 
 #include <atomic>
 #include <cstdio>
-#include <mutex>
-#include <vector>
 
 #include "transport/fence.hpp"
+#include "transport/peer_senders.hpp"
 #include "transport/shared_memory.hpp"
 #include "transport/shm/shm_pins.hpp"
 #include "transport/shm/shm_receiver.hpp"
@@ -45,12 +44,7 @@ class shm_transport final : public transport {
 
   ~shm_transport() override {
     // Senders first: they fail their batches through the handler.
-    std::vector<std::unique_ptr<shm_sender>> senders;
-    {
-      std::lock_guard guard{mu_};
-      senders.swap(senders_);
-    }
-    senders.clear();
+    senders_.clear();
     receiver_.reset();
   }
 
@@ -87,25 +81,16 @@ class shm_transport final : public transport {
       return status::invalid_argument(
           "endpoint '" + endpoint + "', expected shm://<name> of 1 to " +
           std::to_string(max_socket_name) + " characters for the shm backend");
-    std::lock_guard guard{mu_};
-    senders_.push_back(
-        std::make_unique<shm_sender>(endpoint.substr(scheme.size()), endpoint, this->endpoint(),
-                                     regions_, [this](completion c) { deliver(std::move(c)); }));
-    return static_cast<peer_id>(senders_.size() - 1);
+    return senders_.add(std::make_unique<shm_sender>(endpoint.substr(scheme.size()), endpoint,
+                                                     this->endpoint(), regions_, senders_.relay()));
   }
 
   status post(peer_id peer, write_batch batch) override {
-    std::lock_guard guard{mu_};
-    if (peer >= senders_.size())
-      return status::unknown_peer("peer " + std::to_string(peer) + " was never connected (" +
-                                  std::to_string(senders_.size()) + " peers)");
-    senders_[peer]->post(std::move(batch));
-    return {};
+    return senders_.post(peer, std::move(batch));
   }
 
   void set_completion_handler(completion_handler handler) override {
-    std::lock_guard guard{handler_mu_};
-    handler_ = std::move(handler);
+    senders_.set_handler(std::move(handler));
   }
 
   void open_fence(uint64_t token) override { fences_.open(token); }
@@ -115,25 +100,12 @@ class shm_transport final : public transport {
   void disconnect(const std::string& endpoint) override { receiver_->disconnect(endpoint); }
 
  private:
-  void deliver(completion c) {
-    completion_handler h;
-    {
-      std::lock_guard guard{handler_mu_};
-      h = handler_;
-    }
-    if (h)
-      h(std::move(c));
-  }
-
   const std::string socket_name_;
   region_table regions_;
   fence_table fences_;
   shm_pins pins_;
   std::unique_ptr<shm_receiver> receiver_;
-  std::mutex mu_;  // guards senders_
-  std::vector<std::unique_ptr<shm_sender>> senders_;
-  std::mutex handler_mu_;  // guards handler_
-  completion_handler handler_;
+  peer_senders<shm_sender> senders_;
 };
 
 }  // namespace

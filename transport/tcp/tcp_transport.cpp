@@ -1,9 +1,7 @@
 #include "transport/tcp/tcp_transport.hpp"
 
-#include <mutex>
-#include <vector>
-
 #include "transport/fence.hpp"
+#include "transport/peer_senders.hpp"
 #include "transport/tcp/tcp_receiver.hpp"
 #include "transport/tcp/tcp_sender.hpp"
 
@@ -27,12 +25,7 @@ class tcp_transport final : public transport {
 
   ~tcp_transport() override {
     // Senders first: they fail their batches through the handler.
-    std::vector<std::unique_ptr<tcp_sender>> senders;
-    {
-      std::lock_guard guard{mu_};
-      senders.swap(senders_);
-    }
-    senders.clear();
+    senders_.clear();
     receiver_.reset();
   }
 
@@ -58,25 +51,16 @@ class tcp_transport final : public transport {
     auto where = parse_endpoint(endpoint);
     if (!where.ok())
       return where.error();
-    std::lock_guard guard{mu_};
-    senders_.push_back(
-        std::make_unique<tcp_sender>(std::move(where).value(), endpoint, this->endpoint(),
-                                     *regions_, [this](completion c) { deliver(std::move(c)); }));
-    return static_cast<peer_id>(senders_.size() - 1);
+    return senders_.add(std::make_unique<tcp_sender>(
+        std::move(where).value(), endpoint, this->endpoint(), *regions_, senders_.relay()));
   }
 
   status post(peer_id peer, write_batch batch) override {
-    std::lock_guard guard{mu_};
-    if (peer >= senders_.size())
-      return status::unknown_peer("peer " + std::to_string(peer) + " was never connected (" +
-                                  std::to_string(senders_.size()) + " peers)");
-    senders_[peer]->post(std::move(batch));
-    return {};
+    return senders_.post(peer, std::move(batch));
   }
 
   void set_completion_handler(completion_handler handler) override {
-    std::lock_guard guard{handler_mu_};
-    handler_ = std::move(handler);
+    senders_.set_handler(std::move(handler));
   }
 
   void open_fence(uint64_t token) override { fences_.open(token); }
@@ -86,24 +70,11 @@ class tcp_transport final : public transport {
   void disconnect(const std::string& endpoint) override { receiver_->disconnect(endpoint); }
 
  private:
-  void deliver(completion c) {
-    completion_handler h;
-    {
-      std::lock_guard guard{handler_mu_};
-      h = handler_;
-    }
-    if (h)
-      h(std::move(c));
-  }
-
   const std::string host_;
   std::unique_ptr<region_table> regions_;
   fence_table fences_;
   std::unique_ptr<tcp_receiver> receiver_;
-  std::mutex mu_;  // guards senders_
-  std::vector<std::unique_ptr<tcp_sender>> senders_;
-  std::mutex handler_mu_;  // guards handler_
-  completion_handler handler_;
+  peer_senders<tcp_sender> senders_;
 };
 
 }  // namespace

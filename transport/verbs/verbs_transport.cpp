@@ -1,9 +1,7 @@
 #include "transport/verbs/verbs_transport.hpp"
 
-#include <mutex>
-#include <vector>
-
 #include "transport/fence.hpp"
+#include "transport/peer_senders.hpp"
 #include "transport/verbs/verbs_device.hpp"
 #include "transport/verbs/verbs_receiver.hpp"
 #include "transport/verbs/verbs_regions.hpp"
@@ -40,12 +38,8 @@ class verbs_transport final : public transport {
   }
 
   ~verbs_transport() override {
-    std::vector<std::unique_ptr<verbs_sender>> senders;
-    {
-      std::lock_guard guard{mu_};
-      senders.swap(senders_);
-    }
-    senders.clear();
+    // Senders first: they fail their batches through the handler.
+    senders_.clear();
     receiver_.reset();
   }
 
@@ -77,26 +71,18 @@ class verbs_transport final : public transport {
     if (!where.ok())
       return where.error();
     auto sender = verbs_sender::start(dev_, std::move(where).value(), endpoint, this->endpoint(),
-                                      regions_, [this](completion c) { deliver(std::move(c)); });
+                                      regions_, senders_.relay());
     if (!sender.ok())
       return sender.error();
-    std::lock_guard guard{mu_};
-    senders_.push_back(std::move(sender).value());
-    return static_cast<peer_id>(senders_.size() - 1);
+    return senders_.add(std::move(sender).value());
   }
 
   status post(peer_id peer, write_batch batch) override {
-    std::lock_guard guard{mu_};
-    if (peer >= senders_.size())
-      return status::unknown_peer("peer " + std::to_string(peer) + " was never connected (" +
-                                  std::to_string(senders_.size()) + " peers)");
-    senders_[peer]->post(std::move(batch));
-    return {};
+    return senders_.post(peer, std::move(batch));
   }
 
   void set_completion_handler(completion_handler handler) override {
-    std::lock_guard guard{handler_mu_};
-    handler_ = std::move(handler);
+    senders_.set_handler(std::move(handler));
   }
 
   void open_fence(uint64_t token) override { fences_.open(token); }
@@ -106,25 +92,12 @@ class verbs_transport final : public transport {
   void disconnect(const std::string& endpoint) override { receiver_->disconnect(endpoint); }
 
  private:
-  void deliver(completion c) {
-    completion_handler h;
-    {
-      std::lock_guard guard{handler_mu_};
-      h = handler_;
-    }
-    if (h)
-      h(std::move(c));
-  }
-
   std::shared_ptr<device> dev_;
   const std::string host_;
   verbs_regions regions_;
   fence_table fences_;
   std::unique_ptr<verbs_receiver> receiver_;
-  std::mutex mu_;  // guards senders_
-  std::vector<std::unique_ptr<verbs_sender>> senders_;
-  std::mutex handler_mu_;
-  completion_handler handler_;
+  peer_senders<verbs_sender> senders_;
 };
 
 }  // namespace
