@@ -14,13 +14,13 @@
 #include <climits>
 #include <cstring>
 
-namespace kvferry::transport::tcp {
-
-namespace {
+namespace kvferry::transport {
 
 std::string errno_text(int err) {
   return std::string{std::strerror(err)} + " (errno " + std::to_string(err) + ")";
 }
+
+namespace {
 
 // At most IOV_MAX entries per readv/writev.
 constexpr size_t iov_chunk = IOV_MAX;
@@ -63,6 +63,11 @@ void socket_fd::close() {
 void socket_fd::shutdown() const {
   if (fd_ >= 0)
     ::shutdown(fd_, SHUT_RDWR);
+}
+
+void socket_fd::shutdown_write() const {
+  if (fd_ >= 0)
+    ::shutdown(fd_, SHUT_WR);
 }
 
 result<host_port> parse_endpoint(const std::string& endpoint) {
@@ -231,4 +236,4 @@ status read_all(int fd, std::vector<iovec>& iov) {
   return {};
 }
 
-}  // namespace kvferry::transport::tcp
+}  // namespace kvferry::transport

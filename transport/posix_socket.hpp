@@ -1,4 +1,5 @@
-// Blocking socket helpers the tcp and verbs backends share: an owning fd, endpoint parsing,
+// Blocking socket helpers the wire backends share (tcp, shm, verbs): an owning fd, errno
+// text, endpoint parsing,
 // listen/connect, and loops that move whole buffers.
 #pragma once
 
@@ -11,7 +12,10 @@
 
 #include "transport/status.hpp"
 
-namespace kvferry::transport::tcp {
+namespace kvferry::transport {
+
+/// strerror(err) with the number, for error messages.
+std::string errno_text(int err);
 
 /// Owns a file descriptor; closes it on destruction.
 class socket_fd {
@@ -34,6 +38,8 @@ class socket_fd {
   void close();
   /// Wakes threads blocked on the socket (both directions) without closing it.
   void shutdown() const;
+  /// Stops sending only: the peer reads end-of-stream once it read what was sent.
+  void shutdown_write() const;
 
  private:
   int fd_ = -1;
@@ -65,4 +71,4 @@ status read_all(int fd, std::vector<iovec>& iov);
 /// Sets TCP_NODELAY and large socket buffers.
 void tune(int fd);
 
-}  // namespace kvferry::transport::tcp
+}  // namespace kvferry::transport

@@ -139,10 +139,10 @@ void raw_sink(int fd, const apps::host_pool& pool) {
   uint64_t want = 0;
   size_t buffer = 0, offset = 0;
   auto region_bytes = pool.item_len() * pool.pages();
-  while (transport::tcp::read_exact(fd, &want, sizeof(want)).ok()) {
+  while (transport::read_exact(fd, &want, sizeof(want)).ok()) {
     while (want > 0) {
       auto len = std::min<uint64_t>({want, 1 << 20, region_bytes - offset});
-      if (!transport::tcp::read_exact(fd, pool.page(buffer, 0) + offset, len).ok())
+      if (!transport::read_exact(fd, pool.page(buffer, 0) + offset, len).ok())
         return;
       want -= len;
       offset += len;
@@ -167,7 +167,7 @@ double raw_round(int fd, const apps::host_pool& pool, uint64_t bytes, uint64_t c
   while (left > 0) {
     auto len = std::min<uint64_t>({left, chunk, region_bytes - offset});
     std::vector<iovec> iov{{pool.page(buffer, 0) + offset, len}};
-    if (!transport::tcp::write_all(fd, iov).ok())
+    if (!transport::write_all(fd, iov).ok())
       throw std::runtime_error("raw baseline: write failed");
     left -= len;
     offset += len;
@@ -177,7 +177,7 @@ double raw_round(int fd, const apps::host_pool& pool, uint64_t bytes, uint64_t c
     }
   }
   char ack;
-  if (!transport::tcp::read_exact(fd, &ack, 1).ok())
+  if (!transport::read_exact(fd, &ack, 1).ok())
     throw std::runtime_error("raw baseline: no ack");
   return gbps(bytes, t0);
 }

@@ -64,7 +64,7 @@ void bandwidth(const args& a) {
   net->set_completion_handler(rc.handler());
   auto peer = *net->connect(endpoint);
   auto layout = registered_layout(pool);
-  auto raw = transport::tcp::connect_to({"127.0.0.1", raw_port}, 5000);
+  auto raw = transport::connect_to({"127.0.0.1", raw_port}, 5000);
   if (!raw.ok())
     throw std::runtime_error("raw baseline: " + raw.error().to_string());
 
@@ -190,7 +190,7 @@ int run_tcp_sink_peer(const args& a) {
   auto net = std::move(transport::make_transport("tcp", {})).value();
   for (uint32_t b = 0; b < pool.buffers(); ++b)
     (void)*net->register_region(pool.page(b, 0), pool.item_len() * pages);
-  auto listening = transport::tcp::listen_on("127.0.0.1", 0);
+  auto listening = transport::listen_on("127.0.0.1", 0);
   if (!listening.ok())
     throw std::runtime_error(listening.error().to_string());
   auto [lfd, raw_port] = std::move(listening).value();

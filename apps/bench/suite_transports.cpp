@@ -66,7 +66,7 @@ struct session {
   std::unique_ptr<transport::transport> net;
   transport::peer_id peer = 0;
   transport::region_id flat_id = 0;
-  std::optional<transport::tcp::socket_fd> raw;
+  std::optional<transport::socket_fd> raw;
   round_counter rc;
 
   session(const std::string& backend, const settings& s, const apps::host_pool& pool,
@@ -87,7 +87,7 @@ struct session {
     net->set_completion_handler(rc.handler());
     peer = *net->connect(m[1]);
     if (auto port = std::stoul(m[2]); port != 0) {
-      auto fd = transport::tcp::connect_to({"127.0.0.1", static_cast<uint16_t>(port)}, 5000);
+      auto fd = transport::connect_to({"127.0.0.1", static_cast<uint16_t>(port)}, 5000);
       if (!fd.ok())
         throw std::runtime_error("raw baseline: " + fd.error().to_string());
       raw = std::move(fd).value();
@@ -347,11 +347,11 @@ int run_transport_sink_peer(const args& a) {
   auto net = std::move(made).value();
   register_pool(*net, pool);
   (void)*net->register_region(flat->data(), flat->size());
-  std::optional<transport::tcp::socket_fd> listener;
+  std::optional<transport::socket_fd> listener;
   uint16_t raw_port = 0;
   std::thread raw;
   if (backend == "tcp") {
-    auto listening = transport::tcp::listen_on("127.0.0.1", 0);
+    auto listening = transport::listen_on("127.0.0.1", 0);
     if (!listening.ok())
       throw std::runtime_error(listening.error().to_string());
     auto [lfd, port] = std::move(listening).value();

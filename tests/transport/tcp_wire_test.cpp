@@ -33,17 +33,17 @@ struct receiver_side {
     region = *t->register_region(mem.data(), mem.size());
   }
 
-  tcp::host_port where() const { return *tcp::parse_endpoint(t->endpoint()); }
+  host_port where() const { return *parse_endpoint(t->endpoint()); }
 };
 
 /// A hand-written client speaking the wire format directly.
-tcp::socket_fd raw_client(const receiver_side& r, bool send_hello = true) {
-  auto fd = tcp::connect_to(r.where(), 2000);
+socket_fd raw_client(const receiver_side& r, bool send_hello = true) {
+  auto fd = connect_to(r.where(), 2000);
   REQUIRE(fd.ok());
   if (send_hello) {
     tcp::hello h;
     std::vector<iovec> iov{{&h, sizeof(h)}};
-    REQUIRE(tcp::write_all(fd->get(), iov).ok());
+    REQUIRE(write_all(fd->get(), iov).ok());
   }
   return std::move(fd).value();
 }
@@ -56,11 +56,11 @@ tcp::ack_header send_batch(int fd, uint64_t cookie, uint32_t region, uint64_t of
   bh.payload_bytes = payload.size();
   tcp::op_header op{region, 0, offset, payload.size()};
   std::vector<iovec> iov{{&bh, sizeof(bh)}, {&op, sizeof(op)}, {payload.data(), payload.size()}};
-  REQUIRE(tcp::write_all(fd, iov).ok());
+  REQUIRE(write_all(fd, iov).ok());
   tcp::ack_header ack;
-  REQUIRE(tcp::read_exact(fd, &ack, sizeof(ack)).ok());
+  REQUIRE(read_exact(fd, &ack, sizeof(ack)).ok());
   std::string msg(ack.message_len, '\0');
-  REQUIRE(tcp::read_exact(fd, msg.data(), msg.size()).ok());
+  REQUIRE(read_exact(fd, msg.data(), msg.size()).ok());
   return ack;
 }
 
@@ -94,7 +94,7 @@ TEST_CASE("tcp: a peer that breaks the wire format loses its connection only", "
     auto bad = raw_client(r, false);
     uint64_t junk[2] = {0x0123456789abcdefull, 0x0123456789abcdefull};
     std::vector<iovec> iov{{junk, sizeof(junk)}};
-    REQUIRE(tcp::write_all(bad.get(), iov).ok());
+    REQUIRE(write_all(bad.get(), iov).ok());
     CHECK(closed_by_peer(bad.get()));
   }
   SECTION("bad batch magic") {
@@ -102,7 +102,7 @@ TEST_CASE("tcp: a peer that breaks the wire format loses its connection only", "
     tcp::batch_header bh;
     bh.magic = 0xdeadbeef;
     std::vector<iovec> iov{{&bh, sizeof(bh)}};
-    REQUIRE(tcp::write_all(bad.get(), iov).ok());
+    REQUIRE(write_all(bad.get(), iov).ok());
     CHECK(closed_by_peer(bad.get()));
   }
   SECTION("too many ops") {
@@ -110,7 +110,7 @@ TEST_CASE("tcp: a peer that breaks the wire format loses its connection only", "
     tcp::batch_header bh;
     bh.n_ops = tcp::max_ops_per_batch + 1;
     std::vector<iovec> iov{{&bh, sizeof(bh)}};
-    REQUIRE(tcp::write_all(bad.get(), iov).ok());
+    REQUIRE(write_all(bad.get(), iov).ok());
     CHECK(closed_by_peer(bad.get()));
   }
   SECTION("payload size that does not add up") {
@@ -120,7 +120,7 @@ TEST_CASE("tcp: a peer that breaks the wire format loses its connection only", "
     bh.payload_bytes = 5;
     tcp::op_header op{r.region, 0, 0, 4};
     std::vector<iovec> iov{{&bh, sizeof(bh)}, {&op, sizeof(op)}};
-    REQUIRE(tcp::write_all(bad.get(), iov).ok());
+    REQUIRE(write_all(bad.get(), iov).ok());
     CHECK(closed_by_peer(bad.get()));
   }
   auto ack = send_batch(good.get(), 5, r.region, 0, std::vector<std::byte>(8, std::byte{3}));
@@ -178,7 +178,7 @@ TEST_CASE("tcp: a sender stuck in the middle of a batch holds its fence until it
                          {&bh, sizeof(bh)},
                          {&op, sizeof(op)},
                          {part.data(), part.size()}};
-  REQUIRE(tcp::write_all(fd->get(), iov).ok());
+  REQUIRE(write_all(fd->get(), iov).ok());
   // The receiver is now inside the batch, waiting for the other 924 bytes.
   bool quiet = true;
   for (int i = 0; i < 200 && quiet; ++i) {
@@ -199,9 +199,9 @@ TEST_CASE("tcp: a sender stuck in the middle of a batch holds its fence until it
 }
 
 TEST_CASE("tcp: endpoints are parsed strictly", "[transport][tcp]") {
-  CHECK(tcp::parse_endpoint("tcp://127.0.0.1:80").ok());
-  CHECK(tcp::parse_endpoint("tcp://[::1]:80")->host == "::1");
+  CHECK(parse_endpoint("tcp://127.0.0.1:80").ok());
+  CHECK(parse_endpoint("tcp://[::1]:80")->host == "::1");
   for (auto bad :
        {"tcp://127.0.0.1", "tcp://:80", "tcp://h:0", "tcp://h:70000", "udp://h:1", "tcp://h:8a"})
-    CHECK(tcp::parse_endpoint(bad).error().error_code() == code::invalid_argument);
+    CHECK(parse_endpoint(bad).error().error_code() == code::invalid_argument);
 }

@@ -46,7 +46,7 @@ result<std::unique_ptr<shm_receiver>> shm_receiver::start(const std::string& nam
       new shm_receiver(std::move(listening).value(), regions, fences, pins)};
 }
 
-shm_receiver::shm_receiver(unix_fd listener, const region_table& regions, fence_table& fences,
+shm_receiver::shm_receiver(socket_fd listener, const region_table& regions, fence_table& fences,
                            shm_pins& pins)
     : regions_(regions),
       fences_(fences),
@@ -101,7 +101,7 @@ void shm_receiver::accept_loop() {
     std::lock_guard guard{mu_};
     reap_locked();
     auto& c = conns_.emplace_back();
-    c.fd = unix_fd{fd};
+    c.fd = socket_fd{fd};
     c.thread = std::thread{[this, &c] {
       serve(c);
       c.fd.shutdown();

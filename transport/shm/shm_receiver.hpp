@@ -41,14 +41,15 @@ class shm_receiver {
 
  private:
   struct connection {
-    unix_fd fd;
+    socket_fd fd;
     std::thread thread;
     std::atomic<bool> done{false};
     std::atomic<bool> draining{false};  ///< disconnect() ran: admit nothing more
     std::string sender;                 ///< the sender's endpoint, from its hello (guarded by mu_)
   };
 
-  shm_receiver(unix_fd listener, const region_table& regions, fence_table& fences, shm_pins& pins);
+  shm_receiver(socket_fd listener, const region_table& regions, fence_table& fences,
+               shm_pins& pins);
 
   void accept_loop();
   void serve(connection& conn);
@@ -58,8 +59,8 @@ class shm_receiver {
   const region_table& regions_;
   fence_table& fences_;
   shm_pins& pins_;
-  unix_fd listener_;
-  unix_fd wake_;  ///< eventfd that stops accept_loop
+  socket_fd listener_;
+  socket_fd wake_;  ///< eventfd that stops accept_loop
   std::atomic<bool> stopping_{false};
   mutable std::mutex mu_;  // guards conns_ and their sender names
   std::list<connection> conns_;

@@ -91,8 +91,8 @@ class shm_sender {
 
   std::mutex mu_;  // guards everything below
   std::deque<write_batch> queue_;
-  unix_fd fd_;    // written by the thread under mu_; shut down by the destructor
-  unix_fd wake_;  // eventfd: a post or a stop while the thread waits on the socket
+  socket_fd fd_;    // written by the thread under mu_; shut down by the destructor
+  socket_fd wake_;  // eventfd: a post or a stop while the thread waits on the socket
   bool stopping_ = false;
   std::thread thread_;
 };

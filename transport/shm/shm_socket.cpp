@@ -12,10 +12,6 @@ namespace kvferry::transport::shm {
 
 namespace {
 
-std::string errno_text(int err) {
-  return std::strerror(err);
-}
-
 /// The address of abstract socket `name`, and its length.
 std::pair<sockaddr_un, socklen_t> abstract_address(const std::string& name) {
   sockaddr_un addr{};
@@ -33,51 +29,12 @@ status check_name(const std::string& name) {
   return {};
 }
 
-/// Skips the iovecs `n` bytes cover, from index `first`; returns the new first.
-size_t advance(std::vector<iovec>& iov, size_t first, size_t n) {
-  while (first < iov.size() && n >= iov[first].iov_len) {
-    n -= iov[first].iov_len;
-    ++first;
-  }
-  if (first < iov.size() && n > 0) {
-    iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + n;
-    iov[first].iov_len -= n;
-  }
-  return first;
-}
-
-constexpr size_t iov_chunk = 512;  // below IOV_MAX (1024)
-
 }  // namespace
 
-unix_fd& unix_fd::operator=(unix_fd&& other) noexcept {
-  if (this != &other) {
-    close();
-    fd_ = other.release();
-  }
-  return *this;
-}
-
-void unix_fd::close() {
-  if (fd_ >= 0)
-    ::close(fd_);
-  fd_ = -1;
-}
-
-void unix_fd::shutdown() const {
-  if (fd_ >= 0)
-    ::shutdown(fd_, SHUT_RDWR);
-}
-
-void unix_fd::shutdown_write() const {
-  if (fd_ >= 0)
-    ::shutdown(fd_, SHUT_WR);
-}
-
-result<unix_fd> listen_abstract(const std::string& name) {
+result<socket_fd> listen_abstract(const std::string& name) {
   if (auto st = check_name(name); !st.ok())
     return st;
-  unix_fd fd{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  socket_fd fd{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)};
   if (!fd.valid())
     return status::io_error("socket(AF_UNIX): " + errno_text(errno));
   auto [addr, len] = abstract_address(name);
@@ -88,10 +45,10 @@ result<unix_fd> listen_abstract(const std::string& name) {
   return fd;
 }
 
-result<unix_fd> connect_abstract(const std::string& name) {
+result<socket_fd> connect_abstract(const std::string& name) {
   if (auto st = check_name(name); !st.ok())
     return st;
-  unix_fd fd{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  socket_fd fd{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)};
   if (!fd.valid())
     return status::io_error("socket(AF_UNIX): " + errno_text(errno));
   auto [addr, len] = abstract_address(name);
@@ -146,23 +103,6 @@ status read_exact(int fd, void* buf, size_t len, int* passed) {
       return status::connection_lost("peer closed the connection");
     p += n;
     len -= static_cast<size_t>(n);
-  }
-  return {};
-}
-
-status write_all(int fd, std::vector<iovec>& iov) {
-  size_t first = advance(iov, 0, 0);
-  while (first < iov.size()) {
-    msghdr msg{};
-    msg.msg_iov = iov.data() + first;
-    msg.msg_iovlen = std::min(iov.size() - first, iov_chunk);
-    auto n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return status::connection_lost("sendmsg: " + errno_text(errno));
-    }
-    first = advance(iov, first, static_cast<size_t>(n));
   }
   return {};
 }

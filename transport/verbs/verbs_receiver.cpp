@@ -36,7 +36,7 @@ status send_verdict(int fd, uint32_t magic, uint64_t seq, const status& st,
       {&v, sizeof(v)},
       {msg.data(), msg.size()},
       {const_cast<region_info*>(regions.data()), regions.size() * sizeof(region_info)}};
-  return tcp::write_all(fd, iov);
+  return write_all(fd, iov);
 }
 
 }  // namespace
@@ -45,7 +45,7 @@ result<std::unique_ptr<verbs_receiver>> verbs_receiver::start(std::shared_ptr<de
                                                               const std::string& host,
                                                               uint16_t port, verbs_regions& regions,
                                                               fence_table& fences) {
-  auto listening = tcp::listen_on(host, port);
+  auto listening = listen_on(host, port);
   if (!listening.ok())
     return listening.error();
   ibv_cq* cq = ::ibv_create_cq(dev->context, 16, nullptr, nullptr, 0);
@@ -56,7 +56,7 @@ result<std::unique_ptr<verbs_receiver>> verbs_receiver::start(std::shared_ptr<de
       new verbs_receiver(std::move(dev), cq, std::move(fd), bound, regions, fences)};
 }
 
-verbs_receiver::verbs_receiver(std::shared_ptr<device> dev, ibv_cq* cq, tcp::socket_fd listener,
+verbs_receiver::verbs_receiver(std::shared_ptr<device> dev, ibv_cq* cq, socket_fd listener,
                                uint16_t port, verbs_regions& regions, fence_table& fences)
     : dev_(std::move(dev)),
       cq_(cq),
@@ -102,7 +102,7 @@ void verbs_receiver::accept_loop() {
         continue;
       return;  // listener shut down
     }
-    tcp::tune(fd);
+    tune(fd);
     std::lock_guard guard{mu_};
     reap_locked();
     if (stopping_) {
@@ -110,7 +110,7 @@ void verbs_receiver::accept_loop() {
       return;
     }
     auto& c = conns_.emplace_back();
-    c.fd = tcp::socket_fd{fd};
+    c.fd = socket_fd{fd};
     c.thread = std::thread{[this, &c] {
       serve(c);
       c.fd.shutdown();
@@ -129,11 +129,11 @@ void verbs_receiver::disconnect(const std::string& endpoint) {
 void verbs_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
   hello h;
-  if (!tcp::read_exact(fd, &h, sizeof(h)).ok() || h.magic != hello_magic ||
-      h.version != wire_version || h.name_len > max_name)
+  if (!read_exact(fd, &h, sizeof(h)).ok() || h.magic != hello_magic || h.version != wire_version ||
+      h.name_len > max_name)
     return;
   std::string name(h.name_len, '\0');
-  if (!tcp::read_exact(fd, name.data(), name.size()).ok())
+  if (!read_exact(fd, name.data(), name.size()).ok())
     return;
   {
     std::lock_guard guard{mu_};
@@ -148,7 +148,7 @@ void verbs_receiver::serve(connection& conn) {
     return;
   {
     std::vector<iovec> iov{{&reply, sizeof(reply)}};
-    if (!tcp::write_all(fd, iov).ok())
+    if (!write_all(fd, iov).ok())
       return;
   }
   std::deque<admitted_batch> admitted;
@@ -160,7 +160,7 @@ void verbs_receiver::serve(connection& conn) {
   };
   for (;;) {
     frame f;
-    if (!tcp::read_exact(fd, &f, sizeof(f)).ok())
+    if (!read_exact(fd, &f, sizeof(f)).ok())
       break;
     if (f.magic == end_magic) {
       // Ends come in begin order; anything else means the peer lost track.
@@ -175,7 +175,7 @@ void verbs_receiver::serve(connection& conn) {
     if (f.magic != begin_magic || f.n_ops > max_ops_per_batch)
       break;
     ops.resize(f.n_ops);
-    if (!tcp::read_exact(fd, ops.data(), ops.size() * sizeof(op_header)).ok())
+    if (!read_exact(fd, ops.data(), ops.size() * sizeof(op_header)).ok())
       break;
     status verdict_status;
     admitted_batch batch{f.seq, f.fence, {}};

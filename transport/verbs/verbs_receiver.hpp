@@ -41,13 +41,13 @@ class verbs_receiver {
 
  private:
   struct connection {
-    tcp::socket_fd fd;
+    socket_fd fd;
     std::thread thread;
     std::atomic<bool> done{false};
     std::string sender;  ///< guarded by mu_
   };
 
-  verbs_receiver(std::shared_ptr<device> dev, ibv_cq* cq, tcp::socket_fd listener, uint16_t port,
+  verbs_receiver(std::shared_ptr<device> dev, ibv_cq* cq, socket_fd listener, uint16_t port,
                  verbs_regions& regions, fence_table& fences);
 
   void accept_loop();
@@ -58,7 +58,7 @@ class verbs_receiver {
   ibv_cq* cq_;  // the queue pairs' (empty: the receiver posts nothing)
   verbs_regions& regions_;
   fence_table& fences_;
-  tcp::socket_fd listener_;
+  socket_fd listener_;
   uint16_t port_;
   std::atomic<bool> stopping_{false};
   std::mutex mu_;  // guards conns_ and their sender names

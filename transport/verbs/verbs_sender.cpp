@@ -34,7 +34,7 @@ struct wr_plan {
 }  // namespace
 
 result<std::unique_ptr<verbs_sender>> verbs_sender::start(
-    std::shared_ptr<device> dev, tcp::host_port where, std::string endpoint, std::string self_name,
+    std::shared_ptr<device> dev, host_port where, std::string endpoint, std::string self_name,
     verbs_regions& local, std::function<void(completion)> complete) {
   ibv_comp_channel* channel = ::ibv_create_comp_channel(dev->context);
   if (channel == nullptr)
@@ -64,9 +64,8 @@ result<std::unique_ptr<verbs_sender>> verbs_sender::start(
 }
 
 verbs_sender::verbs_sender(std::shared_ptr<device> dev, ibv_comp_channel* channel, ibv_cq* cq,
-                           int wake, tcp::host_port where, std::string endpoint,
-                           std::string self_name, verbs_regions& local,
-                           std::function<void(completion)> complete)
+                           int wake, host_port where, std::string endpoint, std::string self_name,
+                           verbs_regions& local, std::function<void(completion)> complete)
     : dev_(std::move(dev)),
       channel_(channel),
       cq_(cq),
@@ -139,10 +138,10 @@ status verbs_sender::handshake(int fd) {
   }
   h.name_len = static_cast<uint32_t>(std::min<size_t>(self_name_.size(), max_name));
   std::vector<iovec> iov{{&h, sizeof(h)}, {const_cast<char*>(self_name_.data()), h.name_len}};
-  if (auto st = tcp::write_all(fd, iov); !st.ok())
+  if (auto st = write_all(fd, iov); !st.ok())
     return st;
   hello reply;
-  if (auto st = tcp::read_exact(fd, &reply, sizeof(reply)); !st.ok())
+  if (auto st = read_exact(fd, &reply, sizeof(reply)); !st.ok())
     return st;
   if (reply.magic != hello_magic || reply.version != wire_version)
     return status::protocol_error("the peer is not a verbs receiver of wire version " +
@@ -162,7 +161,7 @@ bool verbs_sender::ensure_connected(write_batch& first) {
   if (reader_.joinable())
     reader_.join();
   status st;
-  auto fd = tcp::connect_to(where_, connect_timeout_ms);
+  auto fd = connect_to(where_, connect_timeout_ms);
   if (fd.ok()) {
     auto qp = make_rc_qp(*dev_, cq_, depth_, max_sge_);
     if (qp.ok()) {
@@ -221,7 +220,7 @@ status verbs_sender::send_frame(uint32_t magic, uint64_t seq, uint64_t fence,
       return status::connection_lost("the side channel was closed");
     fd = fd_.get();
   }
-  return tcp::write_all(fd, iov);
+  return write_all(fd, iov);
 }
 
 void verbs_sender::worker_loop() {
@@ -402,16 +401,16 @@ void verbs_sender::reader_loop(int fd, uint64_t generation) {
   std::vector<region_info> regions;
   for (;;) {
     verdict v;
-    auto st = tcp::read_exact(fd, &v, sizeof(v));
+    auto st = read_exact(fd, &v, sizeof(v));
     if (st.ok() && ((v.magic != verdict_magic && v.magic != released_magic) ||
                     v.message_len > max_verdict_message || v.n_regions > max_regions_per_verdict))
       st = status::protocol_error("malformed verdict");
     if (st.ok()) {
       message.resize(v.message_len);
       regions.resize(v.n_regions);
-      st = tcp::read_exact(fd, message.data(), message.size());
+      st = read_exact(fd, message.data(), message.size());
       if (st.ok())
-        st = tcp::read_exact(fd, regions.data(), regions.size() * sizeof(region_info));
+        st = read_exact(fd, regions.data(), regions.size() * sizeof(region_info));
     }
     if (!st.ok()) {
       drop(generation, st.error_code() == code::protocol_error

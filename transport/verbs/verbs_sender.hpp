@@ -32,9 +32,9 @@ namespace kvferry::transport::verbs {
 class verbs_sender {
  public:
   /// Creates the completion queue and channel and starts the threads.
-  static result<std::unique_ptr<verbs_sender>> start(std::shared_ptr<device> dev,
-                                                     tcp::host_port where, std::string endpoint,
-                                                     std::string self_name, verbs_regions& local,
+  static result<std::unique_ptr<verbs_sender>> start(std::shared_ptr<device> dev, host_port where,
+                                                     std::string endpoint, std::string self_name,
+                                                     verbs_regions& local,
                                                      std::function<void(completion)> complete);
 
   verbs_sender(const verbs_sender&) = delete;
@@ -60,8 +60,8 @@ class verbs_sender {
   };
 
   verbs_sender(std::shared_ptr<device> dev, ibv_comp_channel* channel, ibv_cq* cq, int wake,
-               tcp::host_port where, std::string endpoint, std::string self_name,
-               verbs_regions& local, std::function<void(completion)> complete);
+               host_port where, std::string endpoint, std::string self_name, verbs_regions& local,
+               std::function<void(completion)> complete);
 
   void worker_loop();
   void reader_loop(int fd, uint64_t generation);
@@ -85,7 +85,7 @@ class verbs_sender {
   ibv_comp_channel* const channel_;
   ibv_cq* const cq_;
   const int wake_;  // eventfd: wakes the completion thread to stop
-  const tcp::host_port where_;
+  const host_port where_;
   const std::string endpoint_;
   const std::string self_name_;
   verbs_regions& local_;
@@ -100,7 +100,7 @@ class verbs_sender {
   std::deque<write_batch> queue_;
   std::map<uint64_t, pending> pending_;  // by seq
   uint64_t next_seq_ = 1;
-  tcp::socket_fd fd_;
+  socket_fd fd_;
   qp_ptr qp_;
   qp_info local_qp_{};
   uint64_t generation_ = 0;

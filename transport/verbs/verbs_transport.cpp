@@ -12,12 +12,12 @@ namespace kvferry::transport::verbs {
 namespace {
 
 /// "verbs://host:port" → the side channel's address.
-result<tcp::host_port> parse_endpoint(const std::string& endpoint) {
+result<host_port> parse_endpoint(const std::string& endpoint) {
   constexpr std::string_view scheme = "verbs://";
   if (endpoint.rfind(scheme, 0) != 0)
     return status::invalid_argument("endpoint '" + endpoint +
                                     "', expected verbs://<host>:<port> for the verbs backend");
-  auto where = tcp::parse_endpoint("tcp://" + endpoint.substr(scheme.size()));
+  auto where = kvferry::transport::parse_endpoint("tcp://" + endpoint.substr(scheme.size()));
   if (!where.ok())
     return status::invalid_argument("endpoint '" + endpoint +
                                     "', expected verbs://<host>:<port> for the verbs backend");
