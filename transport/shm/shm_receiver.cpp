@@ -63,26 +63,7 @@ shm_receiver::~shm_receiver() {
     // Nothing else wakes the acceptor; the eventfd cannot be full at 1.
   }
   acceptor_.join();
-  std::list<connection> conns;
-  {
-    std::lock_guard guard{mu_};
-    conns.splice(conns.end(), conns_);
-    for (auto& c : conns)
-      c.fd.shutdown();
-  }
-  for (auto& c : conns)
-    c.thread.join();
-}
-
-void shm_receiver::reap_locked() {
-  for (auto i = conns_.begin(); i != conns_.end();) {
-    if (i->done) {
-      i->thread.join();
-      i = conns_.erase(i);
-    } else {
-      ++i;
-    }
-  }
+  conns_.stop();
 }
 
 void shm_receiver::accept_loop() {
@@ -98,25 +79,15 @@ void shm_receiver::accept_loop() {
     int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0)
       continue;  // the peer gave up, or EINTR: poll again
-    std::lock_guard guard{mu_};
-    reap_locked();
-    auto& c = conns_.emplace_back();
-    c.fd = socket_fd{fd};
-    c.thread = std::thread{[this, &c] {
-      serve(c);
-      c.fd.shutdown();
-      c.done = true;
-    }};
+    if (!conns_.start(socket_fd{fd}, [this](connection& c) { serve(c); }))
+      return;
   }
 }
 
 void shm_receiver::disconnect(const std::string& endpoint) {
-  std::lock_guard guard{mu_};
-  for (auto& c : conns_)
-    if (!c.done && c.sender == endpoint) {
-      c.draining = true;
-      c.fd.shutdown_write();
-    }
+  // Admits nothing more from it (serve() checks `disconnected`); what is
+  // admitted already stays busy until the sender reports it done.
+  conns_.disconnect(endpoint, [](connection& c) { c.fd.shutdown_write(); });
 }
 
 void shm_receiver::serve(connection& conn) {
@@ -128,10 +99,7 @@ void shm_receiver::serve(connection& conn) {
   std::string name(h.name_len, '\0');
   if (!read_exact(fd, name.data(), name.size()).ok())
     return;
-  {
-    std::lock_guard guard{mu_};
-    conn.sender = std::move(name);
-  }
+  conns_.name(conn, std::move(name));
   std::deque<admitted_batch> admitted;
   std::vector<region_id> granted;  // sorted: regions whose memfd this peer holds
   std::vector<op_header> ops;
@@ -149,7 +117,7 @@ void shm_receiver::serve(connection& conn) {
         break;
       release(admitted.front());
       admitted.pop_front();
-      if (conn.draining)
+      if (conn.disconnected)
         continue;  // disconnected: the peer reads end-of-stream instead
       verdict done;
       done.magic = released_magic;
@@ -164,7 +132,7 @@ void shm_receiver::serve(connection& conn) {
     ops.resize(f.n_ops);
     if (!read_exact(fd, ops.data(), ops.size() * sizeof(op_header)).ok())
       break;
-    if (conn.draining)
+    if (conn.disconnected)
       continue;  // disconnected: the peer reads end-of-stream instead of a verdict
     status verdict_status;
     admitted_batch batch{f.seq, f.fence, {}};

@@ -7,12 +7,11 @@
 #pragma once
 
 #include <atomic>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "transport/connection_threads.hpp"
 #include "transport/fence.hpp"
 #include "transport/region.hpp"
 #include "transport/shm/shm_pins.hpp"
@@ -40,21 +39,13 @@ class shm_receiver {
   void disconnect(const std::string& endpoint);
 
  private:
-  struct connection {
-    socket_fd fd;
-    std::thread thread;
-    std::atomic<bool> done{false};
-    std::atomic<bool> draining{false};  ///< disconnect() ran: admit nothing more
-    std::string sender;                 ///< the sender's endpoint, from its hello (guarded by mu_)
-  };
+  using connection = connection_threads::connection;
 
   shm_receiver(socket_fd listener, const region_table& regions, fence_table& fences,
                shm_pins& pins);
 
   void accept_loop();
   void serve(connection& conn);
-  /// Joins the threads of connections that ended. Caller holds mu_.
-  void reap_locked();
 
   const region_table& regions_;
   fence_table& fences_;
@@ -62,8 +53,7 @@ class shm_receiver {
   socket_fd listener_;
   socket_fd wake_;  ///< eventfd that stops accept_loop
   std::atomic<bool> stopping_{false};
-  mutable std::mutex mu_;  // guards conns_ and their sender names
-  std::list<connection> conns_;
+  connection_threads conns_;
   std::thread acceptor_;
 };
 

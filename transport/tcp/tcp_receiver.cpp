@@ -57,27 +57,7 @@ tcp_receiver::~tcp_receiver() {
   stopping_ = true;
   listener_.shutdown();
   acceptor_.join();
-  // Join outside the lock: a connection thread takes it to record its sender.
-  std::list<connection> conns;
-  {
-    std::lock_guard guard{mu_};
-    conns.splice(conns.end(), conns_);
-    for (auto& c : conns)
-      c.fd.shutdown();
-  }
-  for (auto& c : conns)
-    c.thread.join();
-}
-
-void tcp_receiver::reap_locked() {
-  for (auto i = conns_.begin(); i != conns_.end();) {
-    if (i->done) {
-      i->thread.join();
-      i = conns_.erase(i);
-    } else {
-      ++i;
-    }
-  }
+  conns_.stop();
 }
 
 void tcp_receiver::accept_loop() {
@@ -89,27 +69,13 @@ void tcp_receiver::accept_loop() {
       return;  // listener shut down
     }
     tune(fd);
-    std::lock_guard guard{mu_};
-    reap_locked();
-    if (stopping_) {
-      ::close(fd);
+    if (!conns_.start(socket_fd{fd}, [this](connection& c) { serve(c); }))
       return;
-    }
-    auto& c = conns_.emplace_back();
-    c.fd = socket_fd{fd};
-    c.thread = std::thread{[this, &c] {
-      serve(c);
-      c.fd.shutdown();
-      c.done = true;
-    }};
   }
 }
 
 void tcp_receiver::disconnect(const std::string& endpoint) {
-  std::lock_guard guard{mu_};
-  for (auto& c : conns_)
-    if (!c.done && c.sender == endpoint)
-      c.fd.shutdown();
+  conns_.disconnect(endpoint, [](connection& c) { c.fd.shutdown(); });
 }
 
 void tcp_receiver::serve(connection& conn) {
@@ -121,10 +87,7 @@ void tcp_receiver::serve(connection& conn) {
   std::string name(h.name_len, '\0');
   if (!read_exact(fd, name.data(), name.size()).ok())
     return;
-  {
-    std::lock_guard guard{mu_};
-    conn.sender = std::move(name);
-  }
+  conns_.name(conn, std::move(name));
   std::vector<op_header> ops;
   std::vector<iovec> iov;
   for (;;) {

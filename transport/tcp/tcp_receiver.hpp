@@ -6,12 +6,11 @@
 #pragma once
 
 #include <atomic>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "transport/connection_threads.hpp"
 #include "transport/fence.hpp"
 #include "transport/posix_socket.hpp"
 #include "transport/region.hpp"
@@ -37,27 +36,19 @@ class tcp_receiver {
   void disconnect(const std::string& endpoint);
 
  private:
-  struct connection {
-    socket_fd fd;
-    std::thread thread;
-    std::atomic<bool> done{false};
-    std::string sender;  ///< the sender's endpoint, from its hello (guarded by mu_)
-  };
+  using connection = connection_threads::connection;
 
   tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions, fence_table& fences);
 
   void accept_loop();
   void serve(connection& conn);
-  /// Joins the threads of connections that ended. Caller holds mu_.
-  void reap_locked();
 
   const region_table& regions_;
   fence_table& fences_;
   socket_fd listener_;
   uint16_t port_;
   std::atomic<bool> stopping_{false};
-  mutable std::mutex mu_;  // guards conns_ and their sender names
-  std::list<connection> conns_;
+  connection_threads conns_;
   std::thread acceptor_;
 };
 

@@ -71,27 +71,8 @@ verbs_receiver::~verbs_receiver() {
   stopping_ = true;
   listener_.shutdown();
   acceptor_.join();
-  std::list<connection> conns;
-  {
-    std::lock_guard guard{mu_};
-    conns.splice(conns.end(), conns_);
-    for (auto& c : conns)
-      c.fd.shutdown();
-  }
-  for (auto& c : conns)
-    c.thread.join();
+  conns_.stop();
   ::ibv_destroy_cq(cq_);
-}
-
-void verbs_receiver::reap_locked() {
-  for (auto i = conns_.begin(); i != conns_.end();) {
-    if (i->done) {
-      i->thread.join();
-      i = conns_.erase(i);
-    } else {
-      ++i;
-    }
-  }
 }
 
 void verbs_receiver::accept_loop() {
@@ -103,27 +84,13 @@ void verbs_receiver::accept_loop() {
       return;  // listener shut down
     }
     tune(fd);
-    std::lock_guard guard{mu_};
-    reap_locked();
-    if (stopping_) {
-      ::close(fd);
+    if (!conns_.start(socket_fd{fd}, [this](connection& c) { serve(c); }))
       return;
-    }
-    auto& c = conns_.emplace_back();
-    c.fd = socket_fd{fd};
-    c.thread = std::thread{[this, &c] {
-      serve(c);
-      c.fd.shutdown();
-      c.done = true;
-    }};
   }
 }
 
 void verbs_receiver::disconnect(const std::string& endpoint) {
-  std::lock_guard guard{mu_};
-  for (auto& c : conns_)
-    if (!c.done && c.sender == endpoint)
-      c.fd.shutdown();
+  conns_.disconnect(endpoint, [](connection& c) { c.fd.shutdown(); });
 }
 
 void verbs_receiver::serve(connection& conn) {
@@ -135,10 +102,7 @@ void verbs_receiver::serve(connection& conn) {
   std::string name(h.name_len, '\0');
   if (!read_exact(fd, name.data(), name.size()).ok())
     return;
-  {
-    std::lock_guard guard{mu_};
-    conn.sender = std::move(name);
-  }
+  conns_.name(conn, std::move(name));
   auto qp = make_rc_qp(*dev_, cq_, 1, 1);
   if (!qp.ok())
     return;

@@ -7,12 +7,11 @@
 #pragma once
 
 #include <atomic>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "transport/connection_threads.hpp"
 #include "transport/fence.hpp"
 #include "transport/posix_socket.hpp"
 #include "transport/verbs/verbs_device.hpp"
@@ -40,19 +39,13 @@ class verbs_receiver {
   void disconnect(const std::string& endpoint);
 
  private:
-  struct connection {
-    socket_fd fd;
-    std::thread thread;
-    std::atomic<bool> done{false};
-    std::string sender;  ///< guarded by mu_
-  };
+  using connection = connection_threads::connection;
 
   verbs_receiver(std::shared_ptr<device> dev, ibv_cq* cq, socket_fd listener, uint16_t port,
                  verbs_regions& regions, fence_table& fences);
 
   void accept_loop();
   void serve(connection& conn);
-  void reap_locked();
 
   std::shared_ptr<device> dev_;
   ibv_cq* cq_;  // the queue pairs' (empty: the receiver posts nothing)
@@ -61,8 +54,7 @@ class verbs_receiver {
   socket_fd listener_;
   uint16_t port_;
   std::atomic<bool> stopping_{false};
-  std::mutex mu_;  // guards conns_ and their sender names
-  std::list<connection> conns_;
+  connection_threads conns_;
   std::thread acceptor_;
 };
 
