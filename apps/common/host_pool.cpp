@@ -16,6 +16,28 @@ model_shape deepseek_mla() {
   return model_shape{"deepseek-mla", 61, 1, 576, kv_dtype::bf16, true};
 }
 
+const std::vector<model_shape>& named_shapes() {
+  static const std::vector<model_shape> all{
+      llama_7b(), deepseek_mla(), model_shape{"tiny", 4, 8, 64, kv_dtype::bf16, false},
+      model_shape{"tiny-gqa", 4, 2, 64, kv_dtype::bf16, false}};
+  return all;
+}
+
+std::optional<model_shape> shape_named(const std::string& name) {
+  for (auto& s : named_shapes())
+    if (s.name == name)
+      return s;
+  return std::nullopt;
+}
+
+std::string shape_names() {
+  std::string out;
+  auto& all = named_shapes();
+  for (size_t i = 0; i < all.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + all[i].name;
+  return out;
+}
+
 host_memory::host_memory(size_t bytes) {
   if (bytes == 0)
     return;

@@ -6,6 +6,8 @@
 // it) and pre-faulted.
 #pragma once
 
+#include <optional>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -32,6 +34,16 @@ struct model_shape {
 model_shape llama_7b();
 /// A DeepSeek-like MLA shape: 61 layers, one latent of 576, bf16.
 model_shape deepseek_mla();
+
+/// The shapes the binaries know by name: llama-7b, deepseek-mla, tiny (MHA, 8
+/// heads) and tiny-gqa (2 heads), in that order.
+const std::vector<model_shape>& named_shapes();
+
+/// The shape called `name`, or nullopt.
+std::optional<model_shape> shape_named(const std::string& name);
+
+/// "llama-7b, deepseek-mla, tiny or tiny-gqa", for error messages.
+std::string shape_names();
 
 /// Where a rank sits in its instance.
 struct rank_place {

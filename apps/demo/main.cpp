@@ -98,16 +98,6 @@ struct demo_config : kvferry::config {
   }
 };
 
-model_shape shape_of(const std::string& name) {
-  if (name == "deepseek-mla")
-    return deepseek_mla();
-  if (name == "tiny")
-    return model_shape{"tiny", 4, 8, 64, kv_dtype::bf16, false};
-  if (name == "tiny-gqa")
-    return model_shape{"tiny-gqa", 4, 2, 64, kv_dtype::bf16, false};
-  return llama_7b();
-}
-
 workload workload_of(const demo_config& cfg) {
   workload w;
   w.seed = cfg.seed;
@@ -236,7 +226,12 @@ std::optional<std::pair<bootstrap_actor, uint16_t>> publish_bootstrap(caf::actor
 
 int run(caf::actor_system& sys, const demo_config& cfg) {
   set_log_level(cfg.log_level);
-  auto shape = shape_of(cfg.model);
+  auto named = shape_named(cfg.model);
+  if (!named) {
+    std::cerr << "kvferry-demo: --model=" << cfg.model << ", expected " << shape_names() << "\n";
+    return 2;
+  }
+  auto shape = *named;
   auto w = workload_of(cfg);
   if (cfg.role != "all" && cfg.role != "prefill" && cfg.role != "decode") {
     std::cerr << "kvferry-demo: --role=" << cfg.role << ", expected all, prefill or decode\n";

@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include "actors/plan/tp_mapping.hpp"
+#include "apps/common/host_pool.hpp"
 #include "transport/registry.hpp"
 
 namespace kvferry::launch {
@@ -157,7 +158,13 @@ class reader {
   std::vector<std::string>& errors_;
 };
 
-const keys model_names{"llama-7b", "deepseek-mla", "tiny", "tiny-gqa"};
+/// The names of apps/common's model shapes.
+keys model_names() {
+  keys out;
+  for (auto& s : apps::named_shapes())
+    out.push_back(s.name);
+  return out;
+}
 
 void read_deadlines(reader& r, const toml::table& root, cluster_spec& c) {
   if (auto* t = r.table(root, "deadlines")) {
@@ -195,11 +202,10 @@ void read_workload(reader& r, const toml::table& root, cluster_spec& c) {
   r.integer(*t, w, "chunk_pages", s.chunk_pages, false, 0, big);
   r.integer(*t, w, "concurrency", s.concurrency, false, 1, big);
   r.integer(*t, w, "seed", s.seed, false, 0, std::numeric_limits<int64_t>::max());
-  if (r.text(*t, w, "model", s.model, true) &&
-      std::find(model_names.begin(), model_names.end(), s.model) == model_names.end())
+  if (r.text(*t, w, "model", s.model, true) && !apps::shape_named(s.model))
     r.fail(reader::line_of(*t->get("model")), "model = " + quoted(s.model) +
                                                   " is not a known model shape; expected one of " +
-                                                  join(model_names));
+                                                  join(model_names()));
   if (s.max_tokens < s.min_tokens)
     r.fail(max_line, "max_tokens = " + std::to_string(s.max_tokens) + " is below min_tokens = " +
                          std::to_string(s.min_tokens) + "; expected max_tokens >= min_tokens");
@@ -351,12 +357,10 @@ void check_pairs(reader& r, const toml::table& root, cluster_spec& c) {
 /// Refuses a TP size that does not split the workload model's kv heads
 /// evenly (nor replicates them evenly).
 void check_heads(reader& r, const toml::table& root, const cluster_spec& c) {
-  uint32_t heads = c.workload->model == "llama-7b"   ? 32
-                   : c.workload->model == "tiny"     ? 8
-                   : c.workload->model == "tiny-gqa" ? 2
-                                                     : 0;  // MLA: one latent, replicated
-  if (heads == 0)
-    return;
+  auto shape = apps::shape_named(c.workload->model);
+  if (!shape || shape->mla)
+    return;  // MLA: one latent, replicated on every rank
+  uint32_t heads = shape->kv_heads;
   auto tables = r.tables(root, "instance");
   for (auto& i : c.instances) {
     if (heads % i.tp == 0 || i.tp % heads == 0)

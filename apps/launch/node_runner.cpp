@@ -27,17 +27,6 @@ namespace {
 using apps::host_pool;
 using apps::model_shape;
 
-/// The named model shapes of [workload] model (as kvferry-demo --model).
-model_shape shape_of(const std::string& name) {
-  if (name == "deepseek-mla")
-    return apps::deepseek_mla();
-  if (name == "tiny")
-    return model_shape{"tiny", 4, 8, 64, kv_dtype::bf16, false};
-  if (name == "tiny-gqa")
-    return model_shape{"tiny-gqa", 4, 2, 64, kv_dtype::bf16, false};
-  return apps::llama_7b();
-}
-
 apps::workload workload_of(const workload_spec& s) {
   apps::workload w;
   w.seed = s.seed;
@@ -106,7 +95,8 @@ bool start(caf::actor_system& sys, const cluster_spec& c, const node_spec& node,
     inst.source = bootstrap_locator{{}, pn->host, p->bootstrap_port};
     inst.dec = sys.spawn(decider, s.name, s.tp, s.pp, fresh_generation(), c.limits);
   }
-  auto shape = shape_of(ws.model);
+  // The parser admitted only known names.
+  auto shape = apps::shape_named(ws.model).value_or(apps::llama_7b());
   for (uint32_t st = 0; st < s.pp; ++st)
     for (uint32_t t = 0; t < s.tp; ++t) {
       uint32_t index = t + st * s.tp;
