@@ -581,7 +581,11 @@ decode_rank_actor::behavior_type decode_rank(
         maybe_finish(self, *room);
         sync(self, *room);
       },
-      [self](rank_left& msg) { lose_source(self, msg.rank, msg.reason, spdlog::level::warn); },
+      [self](rank_left& msg) {
+        auto orderly = msg.reason == caf::to_string(caf::exit_reason::user_shutdown);
+        lose_source(self, msg.rank, msg.reason,
+                    orderly ? spdlog::level::info : spdlog::level::warn);
+      },
       // -- the decider ----------------------------------------------------------
       [self](room_keyed& msg) {
         auto i = self->state.rooms.find(msg.key.room);
