@@ -89,13 +89,14 @@ typename Inspector::result_type inspect(Inspector& f, topology& x) {
 struct rank_left {
   rank_ref rank;
   std::string reason;
+  bool orderly = false;  ///< it stopped on purpose (user_shutdown), not a fault
 
   friend bool operator==(const rank_left&, const rank_left&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_left& x) {
-  return f(caf::meta::type_name("kvferry.rank_left"), x.rank, x.reason);
+  return f(caf::meta::type_name("kvferry.rank_left"), x.rank, x.reason, x.orderly);
 }
 
 }  // namespace kvferry

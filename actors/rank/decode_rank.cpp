@@ -582,9 +582,8 @@ decode_rank_actor::behavior_type decode_rank(
         sync(self, *room);
       },
       [self](rank_left& msg) {
-        auto orderly = msg.reason == caf::to_string(caf::exit_reason::user_shutdown);
         lose_source(self, msg.rank, msg.reason,
-                    orderly ? spdlog::level::info : spdlog::level::warn);
+                    msg.orderly ? spdlog::level::info : spdlog::level::warn);
       },
       // -- the decider ----------------------------------------------------------
       [self](room_keyed& msg) {
