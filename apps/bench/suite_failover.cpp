@@ -53,37 +53,29 @@ int run_failover_suite(const args& a) {
   int stops = static_cast<int>(a.get("stops", uint64_t{a.has("quick") ? 2u : 5u}));
   bool agreed = true;
   auto silence = std::chrono::duration<double, std::milli>(deadlines{}.silence()).count();
+  // One figure of `ms` (strike to all concluded, per trial) at percentile `p`.
+  auto report = [&](const std::string& metric, const std::vector<double>& ms, double p) {
+    figure f;
+    f.suite = "failover";
+    f.metric = metric;
+    f.value = percentile(ms, p);
+    f.unit = "ms";
+    f.baseline = silence;
+    f.baseline_name = "heartbeat silence (interval x misses)";
+    f.reps = static_cast<int>(ms.size());
+    f.extra["p50"] = percentile(ms, 50);
+    f.extra["p99"] = percentile(ms, 99);
+    f.extra["max"] = percentile(ms, 100);
+    print(f, a.json);
+  };
   auto killed = trials(kills, SIGKILL, agreed);
   if (!killed.empty()) {
-    figure f;
-    f.suite = "failover";
-    f.metric = "kill_to_all_failed_p50_ms";
-    f.value = percentile(killed, 50);
-    f.unit = "ms";
-    f.baseline = silence;
-    f.baseline_name = "heartbeat silence (interval x misses)";
-    f.reps = static_cast<int>(killed.size());
-    f.extra["p99"] = percentile(killed, 99);
-    f.extra["max"] = percentile(killed, 100);
-    print(f, a.json);
-    figure g = f;
-    g.metric = "kill_to_all_failed_p99_ms";
-    g.value = percentile(killed, 99);
-    print(g, a.json);
+    report("kill_to_all_failed_p50_ms", killed, 50);
+    report("kill_to_all_failed_p99_ms", killed, 99);
   }
   auto stopped = trials(stops, SIGSTOP, agreed);
-  if (!stopped.empty()) {
-    figure f;
-    f.suite = "failover";
-    f.metric = "partition_to_all_failed_p99_ms";
-    f.value = percentile(stopped, 99);
-    f.unit = "ms";
-    f.baseline = silence;
-    f.baseline_name = "heartbeat silence (interval x misses)";
-    f.reps = static_cast<int>(stopped.size());
-    f.extra["p50"] = percentile(stopped, 50);
-    print(f, a.json);
-  }
+  if (!stopped.empty())
+    report("partition_to_all_failed_p99_ms", stopped, 99);
   return agreed ? 0 : 1;
 }
 
