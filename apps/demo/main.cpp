@@ -34,6 +34,7 @@
 #include "actors/facade/runtime.hpp"
 #include "actors/log.hpp"
 #include "apps/common/host_pool.hpp"
+#include "apps/common/hosted_ranks.hpp"
 #include "apps/common/scheduler_driver.hpp"
 
 namespace {
@@ -112,30 +113,9 @@ workload workload_of(const demo_config& cfg) {
   return w;
 }
 
-/// The ranks of one instance in this process: pools, runtimes, the view the
-/// synthetic scheduler drives.
-struct instance {
-  std::vector<std::unique_ptr<host_pool>> pools;
-  std::vector<std::unique_ptr<runtime>> ranks;
-
-  instance_ranks view() const {
-    instance_ranks v;
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      v.ranks.push_back(ranks[i].get());
-      v.pools.push_back(pools[i].get());
-    }
-    return v;
-  }
-
-  void stop() {
-    for (auto& r : ranks)
-      r->stop();
-  }
-};
-
 /// The rank indices of --ranks, or every index below `count`; nullopt (with
 /// the reason printed) for a list that names no rank of the instance.
-std::optional<std::set<uint32_t>> hosted_ranks(const demo_config& cfg, uint32_t count) {
+std::optional<std::set<uint32_t>> ranks_to_host(const demo_config& cfg, uint32_t count) {
   std::set<uint32_t> out;
   if (cfg.ranks.empty()) {
     for (uint32_t i = 0; i < count; ++i)
@@ -157,43 +137,32 @@ std::optional<std::set<uint32_t>> hosted_ranks(const demo_config& cfg, uint32_t 
   return out;
 }
 
-/// Starts the ranks of an instance this process hosts; the error names the rank.
-caf::expected<instance> start_instance(caf::actor_system& sys, const demo_config& cfg, role side,
-                                       const model_shape& shape, uint32_t tp, uint32_t pp,
-                                       const std::set<uint32_t>& hosted,
-                                       const bootstrap_locator& boot, const decider_locator& dec) {
-  instance inst;
-  for (uint32_t s = 0; s < pp; ++s)
-    for (uint32_t t = 0; t < tp; ++t) {
-      if (!hosted.count(t + s * tp))
-        continue;
-      inst.pools.push_back(std::make_unique<host_pool>(shape, cfg.page_size, cfg.pool_pages,
-                                                       cfg.aux_rows, 64, rank_place{t, tp, s, pp}));
-      rank_options o;
-      o.side = side;
-      o.instance = side == role::prefill ? "prefill-0" : "decode-0";
-      o.tp_rank = t;
-      o.tp_size = tp;
-      o.pp_rank = s;
-      o.pp_size = pp;
-      o.pool = inst.pools.back()->describe();
-      o.transport = cfg.transport;
-      o.transport_options.listen_host = cfg.host;
-      o.limits = cfg.limits;
-      o.bootstrap = boot;
-      o.decider = dec;
-      auto rt = runtime::start(sys, std::move(o));
-      if (!rt)
-        return make_error(errc::invalid_argument, to_string(side) + " tp" + std::to_string(t) +
-                                                      " pp" + std::to_string(s) + ": " +
-                                                      sys.render(rt.error()));
-      inst.ranks.push_back(std::move(*rt));
-    }
-  return inst;
+/// Starts the ranks of an instance this process hosts.
+caf::expected<hosted_ranks> start_instance(caf::actor_system& sys, const demo_config& cfg,
+                                           role side, const model_shape& shape, uint32_t tp,
+                                           uint32_t pp, const std::set<uint32_t>& hosted,
+                                           const bootstrap_locator& boot,
+                                           const decider_locator& dec) {
+  ranks_spec spec;
+  spec.side = side;
+  spec.instance = side == role::prefill ? "prefill-0" : "decode-0";
+  spec.tp = tp;
+  spec.pp = pp;
+  spec.hosted = hosted;
+  spec.shape = shape;
+  spec.page_size = cfg.page_size;
+  spec.pool_pages = cfg.pool_pages;
+  spec.aux_rows = cfg.aux_rows;
+  spec.transport = cfg.transport;
+  spec.listen_host = cfg.host;
+  spec.limits = cfg.limits;
+  spec.bootstrap = boot;
+  spec.decider = dec;
+  return start_ranks(sys, spec);
 }
 
 void print(const run_report& r, const std::string& side, const demo_config& cfg,
-           const model_shape& shape, const instance& inst) {
+           const model_shape& shape, const hosted_ranks& inst) {
   std::cout << r.to_text(side) << "\n";
   for (auto& c : r.conclusions)
     std::cout << "conclusion " << to_string(inst.ranks[c.rank]->rank()) << " room " << c.room << " "
@@ -245,8 +214,8 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
             << cfg.prefill_pp << " -> decode TP " << cfg.decode_tp << " x PP " << cfg.decode_pp
             << ", " << cfg.transport << " data plane\n";
   std::optional<std::pair<bootstrap_actor, uint16_t>> boot;
-  auto prefill_hosted = hosted_ranks(cfg, cfg.prefill_tp * cfg.prefill_pp);
-  auto decode_hosted = hosted_ranks(cfg, cfg.decode_tp * cfg.decode_pp);
+  auto prefill_hosted = ranks_to_host(cfg, cfg.prefill_tp * cfg.prefill_pp);
+  auto decode_hosted = ranks_to_host(cfg, cfg.decode_tp * cfg.decode_pp);
   if (!prefill_hosted || !decode_hosted)
     return 2;
   if (cfg.role == "prefill" && cfg.join_bootstrap && cfg.bootstrap_port == 0) {
@@ -268,12 +237,12 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
                     fresh_generation(), cfg.limits);
   int rc = 0;
   try {
-    std::optional<instance> pre, post;
+    std::optional<hosted_ranks> pre, post;
     if (cfg.role != "decode") {
       auto made = start_instance(sys, cfg, role::prefill, shape, cfg.prefill_tp, cfg.prefill_pp,
                                  *prefill_hosted, where, {});
       if (!made) {
-        std::cerr << "kvferry-demo: " << sys.render(made.error()) << "\n";
+        std::cerr << "kvferry-demo: a rank did not start: " << sys.render(made.error()) << "\n";
         rc = 1;
       } else {
         pre = std::move(*made);
@@ -283,7 +252,7 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
       auto made = start_instance(sys, cfg, role::decode, shape, cfg.decode_tp, cfg.decode_pp,
                                  *decode_hosted, {}, decider_locator{dec, "", 0});
       if (!made) {
-        std::cerr << "kvferry-demo: " << sys.render(made.error()) << "\n";
+        std::cerr << "kvferry-demo: a rank did not start: " << sys.render(made.error()) << "\n";
         rc = 1;
       } else {
         post = std::move(*made);

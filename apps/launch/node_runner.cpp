@@ -18,13 +18,13 @@
 #include "actors/decision/decider_actor.hpp"
 #include "actors/facade/runtime.hpp"
 #include "apps/common/host_pool.hpp"
+#include "apps/common/hosted_ranks.hpp"
 #include "apps/common/scheduler_driver.hpp"
 
 namespace kvferry::launch {
 
 namespace {
 
-using apps::host_pool;
 using apps::model_shape;
 
 apps::workload workload_of(const workload_spec& s) {
@@ -45,25 +45,16 @@ std::string at(const cluster_spec& c, uint32_t line) {
 /// The ranks of one instance in this process.
 struct running_instance {
   const instance_spec* spec = nullptr;
-  std::vector<std::unique_ptr<host_pool>> pools;
-  std::vector<std::unique_ptr<runtime>> ranks;
+  apps::hosted_ranks hosted;
   bootstrap_actor boot;      // prefill
   decider_actor dec;         // decode
   bootstrap_locator source;  // decode: where its prefill's bootstrap is
   std::optional<apps::run_report> report;
 
-  apps::instance_ranks view() const {
-    apps::instance_ranks v;
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      v.ranks.push_back(ranks[i].get());
-      v.pools.push_back(pools[i].get());
-    }
-    return v;
-  }
+  apps::instance_ranks view() const { return hosted.view(); }
 
   void stop() {
-    for (auto& r : ranks)
-      r->stop();
+    hosted.stop();
     if (dec)
       caf::anon_send_exit(dec, caf::exit_reason::kill);
     if (boot)
@@ -95,44 +86,35 @@ bool start(caf::actor_system& sys, const cluster_spec& c, const node_spec& node,
     inst.source = bootstrap_locator{{}, pn->host, p->bootstrap_port};
     inst.dec = sys.spawn(decider, s.name, s.tp, s.pp, fresh_generation(), c.limits);
   }
+  apps::ranks_spec spec;
+  spec.side = prefill ? role::prefill : role::decode;
+  spec.instance = s.name;
+  spec.tp = s.tp;
+  spec.pp = s.pp;
   // The parser admitted only known names.
-  auto shape = apps::shape_named(ws.model).value_or(apps::llama_7b());
-  for (uint32_t st = 0; st < s.pp; ++st)
-    for (uint32_t t = 0; t < s.tp; ++t) {
-      uint32_t index = t + st * s.tp;
-      inst.pools.push_back(std::make_unique<host_pool>(shape, ws.page_size, ws.pool_pages,
-                                                       ws.aux_rows, 64,
-                                                       apps::rank_place{t, s.tp, st, s.pp}));
-      rank_options o;
-      o.side = prefill ? role::prefill : role::decode;
-      o.instance = s.name;
-      o.tp_rank = t;
-      o.tp_size = s.tp;
-      o.pp_rank = st;
-      o.pp_size = s.pp;
-      o.pool = inst.pools.back()->describe();
-      o.transport = c.transport;
-      o.transport_options.listen_host = node.host;
-      o.transport_options.listen_port =
-          s.data_port == 0 ? 0 : static_cast<uint16_t>(s.data_port + index);
-      o.limits = c.limits;
-      if (prefill)
-        o.bootstrap = where;
-      else
-        o.decider = decider_locator{inst.dec, "", 0};
-      auto rt = runtime::start(sys, std::move(o));
-      if (!rt) {
-        err << at(c, s.data_port != 0 ? s.data_port_line : s.line) << "instance \"" << s.name
-            << "\" rank tp" << t << " pp" << st << " did not start: " << sys.render(rt.error())
-            << "\n";
-        return false;
-      }
-      inst.ranks.push_back(std::move(*rt));
-    }
+  spec.shape = apps::shape_named(ws.model).value_or(apps::llama_7b());
+  spec.page_size = ws.page_size;
+  spec.pool_pages = ws.pool_pages;
+  spec.aux_rows = ws.aux_rows;
+  spec.transport = c.transport;
+  spec.listen_host = node.host;
+  spec.first_data_port = s.data_port;
+  spec.limits = c.limits;
+  if (prefill)
+    spec.bootstrap = where;
+  else
+    spec.decider = decider_locator{inst.dec, "", 0};
+  auto made = apps::start_ranks(sys, spec);
+  if (!made) {
+    err << at(c, s.data_port != 0 ? s.data_port_line : s.line) << "instance \"" << s.name
+        << "\" rank did not start: " << sys.render(made.error()) << "\n";
+    return false;
+  }
+  inst.hosted = std::move(*made);
   out << s.name << ": " << to_string(s.role) << " TP " << s.tp << " x PP " << s.pp << ", "
-      << inst.ranks.size() << " ranks on " << c.transport << " ("
-      << inst.ranks.front()->data_endpoint() << (inst.ranks.size() > 1 ? ", ..." : "") << ")"
-      << std::endl;
+      << inst.hosted.ranks.size() << " ranks on " << c.transport << " ("
+      << inst.hosted.ranks.front()->data_endpoint() << (inst.hosted.ranks.size() > 1 ? ", ..." : "")
+      << ")" << std::endl;
   return true;
 }
 
