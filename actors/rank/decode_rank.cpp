@@ -484,14 +484,8 @@ decode_rank_actor::behavior_type decode_rank(
       // -- scheduler ------------------------------------------------------------
       [self](room_open_atom, uint64_t id, bootstrap_locator& where, room_slot_ptr& slot) {
         auto& st = self->state;
-        if (st.rooms.count(id)) {
-          if (slot)
-            slot->fail(room_key{id, 0},
-                       failure{errc::duplicate_room,
-                               "room " + std::to_string(id) + " is already open on this rank",
-                               st.cfg.self});
+        if (refuse_reopen(st.rooms, id, slot, st.cfg.self))
           return;
-        }
         auto key = where.key();
         auto& room = st.rooms
                          .try_emplace(id, id, std::move(slot), key, st.cfg.self, st.cfg.pool.layout,

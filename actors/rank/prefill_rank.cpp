@@ -309,14 +309,8 @@ prefill_rank_actor::behavior_type prefill_rank(
       // -- scheduler ------------------------------------------------------------
       [self](room_open_atom, uint64_t id, room_slot_ptr slot) {
         auto& st = self->state;
-        if (st.rooms.count(id)) {
-          if (slot)
-            slot->fail(room_key{id, 0},
-                       failure{errc::duplicate_room,
-                               "room " + std::to_string(id) + " is already open on this rank",
-                               st.cfg.self});
+        if (refuse_reopen(st.rooms, id, slot, st.cfg.self))
           return;
-        }
         std::erase_if(st.tombstones, [id](auto& t) { return t.room == id; });
         auto& room =
             st.rooms.try_emplace(id, id, std::move(slot), st.cfg.self, st.cfg.layout, st.cfg.limits)

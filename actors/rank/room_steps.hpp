@@ -47,6 +47,19 @@ room_status status_of(const Room& room) {
   return room_status{room.key(), room.fsm().state(), room.fsm().why()};
 }
 
+/// Refuses opening room `id` again while it is open on `me`: its slot reads
+/// Failed (duplicate_room) and the open room is untouched. True if refused.
+template <class Rooms>
+bool refuse_reopen(const Rooms& rooms, uint64_t id, const room_slot_ptr& slot, const rank_ref& me) {
+  if (!rooms.count(id))
+    return false;
+  if (slot)
+    slot->fail(room_key{id, 0},
+               failure{errc::duplicate_room,
+                       "room " + std::to_string(id) + " is already open on this rank", me});
+  return true;
+}
+
 /// The error for a message about a room that is not open on `me`.
 inline caf::error unknown_room(const rank_ref& me, uint64_t id) {
   return make_error(errc::unknown_room,
