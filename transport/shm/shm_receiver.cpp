@@ -12,6 +12,7 @@
 
 #include "transport/shared_memory.hpp"
 #include "transport/shm/shm_wire.hpp"
+#include "transport/wire_hello.hpp"
 
 namespace kvferry::transport::shm {
 
@@ -93,13 +94,10 @@ void shm_receiver::disconnect(const std::string& endpoint) {
 void shm_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
   hello h;
-  if (!read_exact(fd, &h, sizeof(h)).ok() || h.magic != hello_magic || h.version != wire_version ||
-      h.name_len > max_name)
+  auto name = receive_hello(fd, h, max_name);
+  if (!name)
     return;
-  std::string name(h.name_len, '\0');
-  if (!read_exact(fd, name.data(), name.size()).ok())
-    return;
-  conns_.name(conn, std::move(name));
+  conns_.name(conn, std::move(*name));
   std::deque<admitted_batch> admitted;
   std::vector<region_id> granted;  // sorted: regions whose memfd this peer holds
   std::vector<op_header> ops;

@@ -15,6 +15,7 @@
 
 #include "transport/shared_memory.hpp"
 #include "transport/shm/shm_wire.hpp"
+#include "transport/wire_hello.hpp"
 
 namespace kvferry::transport::shm {
 
@@ -182,10 +183,7 @@ status shm_sender::connect() {
   auto fd = connect_abstract(socket_name_);
   if (!fd.ok())
     return fd.error();
-  hello h;
-  h.name_len = static_cast<uint32_t>(std::min<size_t>(self_name_.size(), max_name));
-  std::vector<iovec> iov{{&h, sizeof(h)}, {const_cast<char*>(self_name_.data()), h.name_len}};
-  if (auto st = write_all(fd->get(), iov); !st.ok())
+  if (auto st = send_hello(fd->get(), hello{}, self_name_, max_name); !st.ok())
     return st;
   std::lock_guard guard{mu_};
   if (stopping_)

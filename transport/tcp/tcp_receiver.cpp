@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "transport/tcp/tcp_wire.hpp"
+#include "transport/wire_hello.hpp"
 
 namespace kvferry::transport::tcp {
 
@@ -81,13 +82,10 @@ void tcp_receiver::disconnect(const std::string& endpoint) {
 void tcp_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
   hello h;
-  if (!read_exact(fd, &h, sizeof(h)).ok() || h.magic != hello_magic || h.version != wire_version ||
-      h.name_len > max_name)
+  auto name = receive_hello(fd, h, max_name);
+  if (!name)
     return;
-  std::string name(h.name_len, '\0');
-  if (!read_exact(fd, name.data(), name.size()).ok())
-    return;
-  conns_.name(conn, std::move(name));
+  conns_.name(conn, std::move(*name));
   std::vector<op_header> ops;
   std::vector<iovec> iov;
   for (;;) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "transport/tcp/tcp_wire.hpp"
+#include "transport/wire_hello.hpp"
 
 namespace kvferry::transport::tcp {
 
@@ -68,10 +69,7 @@ bool tcp_sender::ensure_connected(write_batch& first) {
   auto fd = connect_to(where_, connect_timeout_ms);
   status st;
   if (fd.ok()) {
-    hello h;
-    h.name_len = static_cast<uint32_t>(std::min<size_t>(self_name_.size(), max_name));
-    std::vector<iovec> iov{{&h, sizeof(h)}, {const_cast<char*>(self_name_.data()), h.name_len}};
-    st = write_all(fd->get(), iov);
+    st = send_hello(fd->get(), hello{}, self_name_, max_name);
   } else {
     st = fd.error();
   }

@@ -11,6 +11,7 @@
 
 #include "transport/verbs/verbs_qp.hpp"
 #include "transport/verbs/verbs_wire.hpp"
+#include "transport/wire_hello.hpp"
 
 namespace kvferry::transport::verbs {
 
@@ -96,13 +97,10 @@ void verbs_receiver::disconnect(const std::string& endpoint) {
 void verbs_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
   hello h;
-  if (!read_exact(fd, &h, sizeof(h)).ok() || h.magic != hello_magic || h.version != wire_version ||
-      h.name_len > max_name)
+  auto name = receive_hello(fd, h, max_name);
+  if (!name)
     return;
-  std::string name(h.name_len, '\0');
-  if (!read_exact(fd, name.data(), name.size()).ok())
-    return;
-  conns_.name(conn, std::move(name));
+  conns_.name(conn, std::move(*name));
   auto qp = make_rc_qp(*dev_, cq_, 1, 1);
   if (!qp.ok())
     return;

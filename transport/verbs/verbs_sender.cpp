@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "transport/verbs/verbs_wire.hpp"
+#include "transport/wire_hello.hpp"
 
 namespace kvferry::transport::verbs {
 
@@ -136,9 +137,7 @@ status verbs_sender::handshake(int fd) {
     std::lock_guard guard{mu_};
     h.qp = local_qp_;
   }
-  h.name_len = static_cast<uint32_t>(std::min<size_t>(self_name_.size(), max_name));
-  std::vector<iovec> iov{{&h, sizeof(h)}, {const_cast<char*>(self_name_.data()), h.name_len}};
-  if (auto st = write_all(fd, iov); !st.ok())
+  if (auto st = send_hello(fd, h, self_name_, max_name); !st.ok())
     return st;
   hello reply;
   if (auto st = read_exact(fd, &reply, sizeof(reply)); !st.ok())
