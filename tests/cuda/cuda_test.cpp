@@ -22,6 +22,7 @@
 #include "transport/cuda/cuda_ipc.hpp"
 #include "transport/cuda/cuda_memory.hpp"
 #include "transport/cuda/cuda_segment_copy.hpp"
+#include "transport/cuda/cuda_segment_copy_lanes.cuh"
 #include "transport/segment_copy.hpp"
 
 using namespace kvferry::transport;
@@ -93,6 +94,28 @@ void check_against_cpu(const std::vector<std::byte>& src, const std::vector<std:
   }
 }
 
+/// The kernel run on the CPU: every lane of every tile, one after another
+/// (lanes share nothing and write disjoint bytes).
+void emulate_kernel(std::vector<std::byte>& dst, const std::vector<std::byte>& src,
+                    const std::vector<copy_segment>& segs) {
+  auto first = cuda::lanes::first_tiles(segs);
+  auto* d = reinterpret_cast<unsigned char*>(dst.data());
+  auto* s = reinterpret_cast<const unsigned char*>(src.data());
+  for (uint64_t t = 0; t < first.back(); ++t)
+    for (int lane = 0; lane < cuda::lanes::warp_size; ++lane)
+      cuda::lanes::copy_list_tile(d, s, segs.data(), first.data(), segs.size(), t, lane);
+}
+
+/// The emulated kernel gives what copy_segments_cpu gives, byte for byte.
+void check_emulation(const std::vector<std::byte>& src, const std::vector<std::byte>& dst,
+                     const std::vector<copy_segment>& segs) {
+  auto want = dst;
+  REQUIRE(copy_segments_cpu(want, src, segs).ok());
+  auto got = dst;
+  emulate_kernel(got, src, segs);
+  CHECK(got == want);
+}
+
 std::string hex(const cuda::ipc_handle& h) {
   std::string out;
   char buf[3];
@@ -134,6 +157,30 @@ TEST_CASE("cuda: segment lists out of bounds are refused before any CUDA call", 
   CHECK(st.error_code() == code::out_of_bounds);
   CHECK(cuda::ipc_handle_from_bytes(std::vector<std::byte>(63)).error().message() ==
         "ipc handle of 63 B, expected 64 B");
+}
+
+TEST_CASE("cuda: the kernel's lanes run on the CPU match the reference", "[cuda]") {
+  // No GPU needed: the per-lane code the kernel runs (cuda_segment_copy_lanes.cuh),
+  // for every alignment class (16, 8, 4, 1 bytes), head slices and random lists.
+  for (uint64_t src_off : {0, 1, 4, 8, 16, 17})
+    for (uint64_t dst_off : {0, 3, 4, 8, 16, 33})
+      for (uint64_t len : {0, 1, 15, 16, 17, 100, 4095, 4096, 4097, 20000}) {
+        INFO(src_off << " -> " << dst_off << ", " << len << " B");
+        check_emulation(random_bytes(src_off + len + 5, len), random_bytes(dst_off + len + 9, 1),
+                        {{src_off, dst_off, len}});
+      }
+  head_slices shape{.layers = 4, .tokens = 64, .row_bytes = 8192, .ranks = 4, .rank = 2};
+  auto pool = random_bytes(shape.pool_bytes(), 1);
+  auto slot = random_bytes(shape.slot_bytes(), 2);
+  check_emulation(pool, slot, shape.gather());
+  check_emulation(slot, pool, shape.scatter());
+  std::mt19937_64 rng{5};
+  for (int round = 0; round < 8; ++round) {
+    uint64_t src_size = 1 + rng() % (1 << 20), dst_size = 1 + rng() % (1 << 20);
+    auto segs = random_segments(rng, 1 + rng() % 3000, round % 2 ? 300 : 70000, src_size, dst_size);
+    INFO("round " << round << ": " << segs.size() << " segments");
+    check_emulation(random_bytes(src_size, round), random_bytes(dst_size, 50 + round), segs);
+  }
 }
 
 TEST_CASE("cuda: device and pinned buffers allocate move and copy", "[cuda]") {

@@ -6,49 +6,15 @@
 #include <vector>
 
 #include "transport/cuda/cuda_check.hpp"
+#include "transport/cuda/cuda_segment_copy_lanes.cuh"
 
 namespace kvferry::transport::cuda {
 
 namespace {
 
-// A warp copies one tile of one segment at a time: big enough that a large
-// segment is a few long runs of 16-byte accesses, small enough that a list of
-// a few large segments still spreads over every multiprocessor.
-constexpr uint64_t tile_bytes = 4096;
-constexpr int warp_size = 32;
+using lanes::tile_bytes;
+using lanes::warp_size;
 constexpr int threads_per_block = 256;
-
-/// Copies n bytes with a warp, W bytes per access. `d` and `s` have the same
-/// address modulo W: the head up to the first W-aligned byte and the tail go
-/// byte by byte.
-template <class W>
-__device__ void copy_run(unsigned char* d, const unsigned char* s, uint64_t n, int lane) {
-  constexpr uint64_t w = sizeof(W);
-  uint64_t head = (w - (reinterpret_cast<uintptr_t>(s) & (w - 1))) & (w - 1);
-  if (head > n)
-    head = n;
-  if (static_cast<uint64_t>(lane) < head)
-    d[lane] = s[lane];
-  uint64_t words = (n - head) / w;
-  auto* vd = reinterpret_cast<W*>(d + head);
-  auto* vs = reinterpret_cast<const W*>(s + head);
-  for (uint64_t i = lane; i < words; i += warp_size)
-    vd[i] = vs[i];
-  for (uint64_t i = head + words * w + lane; i < n; i += warp_size)
-    d[i] = s[i];
-}
-
-__device__ void copy_tile(unsigned char* d, const unsigned char* s, uint64_t n, int lane) {
-  auto mis = reinterpret_cast<uintptr_t>(d) ^ reinterpret_cast<uintptr_t>(s);
-  if ((mis & 15) == 0)
-    copy_run<uint4>(d, s, n, lane);
-  else if ((mis & 7) == 0)
-    copy_run<uint2>(d, s, n, lane);
-  else if ((mis & 3) == 0)
-    copy_run<unsigned>(d, s, n, lane);
-  else
-    copy_run<unsigned char>(d, s, n, lane);
-}
 
 /// first_tile[i] is the index of segment i's first tile; first_tile[count] is
 /// the number of tiles. Every warp takes tiles t, t + warps, ...
@@ -59,22 +25,8 @@ __global__ void copy_segments_kernel(unsigned char* dst, const unsigned char* sr
   uint64_t warp = thread / warp_size;
   uint64_t warps = uint64_t(gridDim.x) * blockDim.x / warp_size;
   int lane = threadIdx.x % warp_size;
-  for (uint64_t t = warp; t < tiles; t += warps) {
-    // The last segment whose first tile is <= t: empty segments share their
-    // first tile with the next one, so the search lands on the one that has t.
-    uint64_t lo = 0, hi = count;
-    while (hi - lo > 1) {
-      uint64_t mid = lo + (hi - lo) / 2;
-      if (first_tile[mid] <= t)
-        lo = mid;
-      else
-        hi = mid;
-    }
-    copy_segment seg = segments[lo];
-    uint64_t off = (t - first_tile[lo]) * tile_bytes;
-    uint64_t n = seg.length - off < tile_bytes ? seg.length - off : tile_bytes;
-    copy_tile(dst + seg.dst_offset + off, src + seg.src_offset + off, n, lane);
-  }
+  for (uint64_t t = warp; t < tiles; t += warps)
+    lanes::copy_list_tile(dst, src, segments, first_tile, count, t, lane);
 }
 
 /// The bytes uploaded for a list: the segments, then count + 1 first tiles.
@@ -86,17 +38,13 @@ struct packed_list {
 packed_list pack(std::span<const copy_segment> segments) {
   packed_list p;
   auto n = segments.size();
-  p.bytes.resize(n * sizeof(copy_segment) + (n + 1) * sizeof(uint64_t));
+  auto first = lanes::first_tiles(segments);
+  p.bytes.resize(n * sizeof(copy_segment) + first.size() * sizeof(uint64_t));
   if (n > 0)
     std::memcpy(p.bytes.data(), segments.data(), n * sizeof(copy_segment));
-  auto* first = p.bytes.data() + n * sizeof(copy_segment);
-  uint64_t tile = 0;
-  for (size_t i = 0; i <= n; ++i) {
-    std::memcpy(first + i * sizeof(uint64_t), &tile, sizeof(tile));
-    if (i < n)
-      tile += (segments[i].length + tile_bytes - 1) / tile_bytes;
-  }
-  p.tiles = tile;
+  std::memcpy(p.bytes.data() + n * sizeof(copy_segment), first.data(),
+              first.size() * sizeof(uint64_t));
+  p.tiles = first.back();
   return p;
 }
 
