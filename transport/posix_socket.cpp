@@ -94,7 +94,8 @@ result<host_port> parse_endpoint(const std::string& endpoint) {
   return host_port{host, static_cast<uint16_t>(port)};
 }
 
-result<std::pair<socket_fd, uint16_t>> listen_on(const std::string& host, uint16_t port) {
+result<std::pair<socket_fd, uint16_t>> listen_on(const std::string& host, uint16_t port,
+                                                 int buffer_bytes) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -115,6 +116,7 @@ result<std::pair<socket_fd, uint16_t>> listen_on(const std::string& host, uint16
     }
     int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    set_buffers(fd.get(), buffer_bytes);
     if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), 128) != 0) {
       last =
           status::io_error("cannot listen on " + host + ":" + port_text + ": " + errno_text(errno));
@@ -133,7 +135,7 @@ result<std::pair<socket_fd, uint16_t>> listen_on(const std::string& host, uint16
   return last;
 }
 
-result<socket_fd> connect_to(const host_port& where, int timeout_ms) {
+result<socket_fd> connect_to(const host_port& where, int timeout_ms, int buffer_bytes) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -150,6 +152,7 @@ result<socket_fd> connect_to(const host_port& where, int timeout_ms) {
       last = status::io_error("socket(): " + errno_text(errno));
       continue;
     }
+    set_buffers(fd.get(), buffer_bytes);
     // Non-blocking connect bounded by the timeout, then back to blocking I/O.
     int flags = ::fcntl(fd.get(), F_GETFL, 0);
     ::fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK);
@@ -184,6 +187,14 @@ result<socket_fd> connect_to(const host_port& where, int timeout_ms) {
 void tune(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+void set_buffers(int fd, int bytes) {
+  if (bytes <= 0)
+    return;
+  // The kernel caps them at the sysctls (an administrator's limit is kept).
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
 }
 
 status read_exact(int fd, void* buf, size_t len) {

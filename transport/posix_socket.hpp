@@ -54,10 +54,14 @@ struct host_port {
 result<host_port> parse_endpoint(const std::string& endpoint);
 
 /// Listens on host:port (port 0: any); returns the socket and the bound port.
-result<std::pair<socket_fd, uint16_t>> listen_on(const std::string& host, uint16_t port);
+/// `buffer_bytes` > 0: socket buffers of accepted connections (set_buffers on
+/// the listener, before bind, so that the window scale covers them).
+result<std::pair<socket_fd, uint16_t>> listen_on(const std::string& host, uint16_t port,
+                                                 int buffer_bytes = 0);
 
-/// Connects, giving up after `timeout_ms`, and sets TCP_NODELAY.
-result<socket_fd> connect_to(const host_port& where, int timeout_ms);
+/// Connects, giving up after `timeout_ms`, and sets TCP_NODELAY. `buffer_bytes`
+/// > 0: socket buffers (set_buffers, before connecting).
+result<socket_fd> connect_to(const host_port& where, int timeout_ms, int buffer_bytes = 0);
 
 /// Reads exactly `len` bytes. Returns connection_lost on EOF or error.
 status read_exact(int fd, void* buf, size_t len);
@@ -68,7 +72,12 @@ status write_all(int fd, std::vector<iovec>& iov);
 /// Reads into every buffer described by `iov` (modified in place as it advances).
 status read_all(int fd, std::vector<iovec>& iov);
 
-/// Sets TCP_NODELAY and large socket buffers.
+/// Sets TCP_NODELAY.
 void tune(int fd);
+
+/// Sets SO_SNDBUF and SO_RCVBUF to `bytes` each (the kernel doubles them for
+/// its bookkeeping and caps them at net.core.wmem_max / rmem_max). A fixed size
+/// turns the kernel's autotuning off for that socket. No-op for `bytes` <= 0.
+void set_buffers(int fd, int bytes);
 
 }  // namespace kvferry::transport

@@ -40,9 +40,11 @@ struct options {
   uint16_t listen_port = 0;               ///< tcp: port, 0 for any free one
   std::string name;                       ///< inproc: endpoint name, empty for a unique one
   uint32_t tcp_streams = 4;               ///< tcp: connections per peer a large batch is split over
-  std::string rdma_device;                ///< verbs: device name, empty for the first one found
-  uint8_t rdma_port = 1;                  ///< verbs: port of that device
-  int rdma_gid_index = 0;  ///< verbs: GID index (RoCE needs a valid one), -1: LID only
+  /// tcp: SO_SNDBUF/SO_RCVBUF of each data connection, 0 for the kernel's autotuning.
+  int tcp_socket_buffer = 4 << 20;
+  std::string rdma_device;  ///< verbs: device name, empty for the first one found
+  uint8_t rdma_port = 1;    ///< verbs: port of that device
+  int rdma_gid_index = 0;   ///< verbs: GID index (RoCE needs a valid one), -1: LID only
 };
 
 /// One backend instance, owned by one rank. Thread-safe.

@@ -1,16 +1,23 @@
 // What only the tcp backend has: a wire that peers can abuse. A peer that
 // breaks the format loses its own connection and nobody else's; a refused
 // batch leaves the connection usable; a receiver that restarts is reconnected.
+// And several streams per peer: how a batch is split over them, that it lands
+// byte-exact and in order, and what a reset of one stream fails.
 #include <catch2/catch.hpp>
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
+#include <random>
 #include <thread>
 
 #include "tests/support/completion_log.hpp"
 #include "transport/posix_socket.hpp"
 #include "transport/registry.hpp"
+#include "transport/tcp/tcp_stripes.hpp"
 #include "transport/tcp/tcp_wire.hpp"
 
 using namespace kvferry;
@@ -204,4 +211,274 @@ TEST_CASE("tcp: endpoints are parsed strictly", "[transport][tcp]") {
   for (auto bad :
        {"tcp://127.0.0.1", "tcp://:80", "tcp://h:0", "tcp://h:70000", "udp://h:1", "tcp://h:8a"})
     CHECK(parse_endpoint(bad).error().error_code() == code::invalid_argument);
+}
+
+// -- several streams per peer ---------------------------------------------------
+
+namespace {
+
+/// `bytes` of random contents in shared memory, registered with `t`.
+struct filled_region {
+  std::vector<std::byte> mem;
+  region_id id = 0;
+  filled_region(transport::transport& t, size_t bytes, uint32_t seed) : mem(bytes) {
+    std::mt19937_64 rng{seed};
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+      auto v = rng();
+      std::memcpy(mem.data() + i, &v, 8);
+    }
+    auto r = t.register_region(mem.data(), mem.size());
+    REQUIRE(r.ok());
+    id = *r;
+  }
+};
+
+/// Two tcp transports with `streams` connections per peer: `a` writes into `b`.
+struct striped_pair {
+  std::unique_ptr<transport::transport> a, b;
+  completion_log log;
+  peer_id to_b = 0;
+
+  explicit striped_pair(uint32_t streams) {
+    options o;
+    o.tcp_streams = streams;
+    a = std::move(make_transport("tcp", o)).value();
+    b = std::move(make_transport("tcp", o)).value();
+    a->set_completion_handler(log.handler());
+    to_b = *a->connect(b->endpoint());
+  }
+};
+
+/// The sockets of this process connected to `port` from the client side: the
+/// sender's streams to a receiver listening there.
+std::vector<int> client_sockets_to(uint16_t port) {
+  std::vector<int> out;
+  for (int fd = 0; fd < 4096; ++fd) {
+    sockaddr_storage peer{}, self{};
+    socklen_t pl = sizeof(peer), sl = sizeof(self);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &sl) != 0 ||
+        peer.ss_family != AF_INET)
+      continue;
+    if (ntohs(reinterpret_cast<sockaddr_in*>(&peer)->sin_port) == port &&
+        ntohs(reinterpret_cast<sockaddr_in*>(&self)->sin_port) != port)
+      out.push_back(fd);
+  }
+  return out;
+}
+
+/// A KV-shaped batch: `pages` pages of `page` bytes from random source pages
+/// to random destination pages, plus odd-sized writes across granule borders.
+write_batch shuffled_batch(uint64_t cookie, region_id src, region_id dst, uint32_t pages,
+                           uint64_t page, uint32_t seed) {
+  std::mt19937 rng{seed};
+  std::vector<uint32_t> from(pages), to(pages);
+  std::iota(from.begin(), from.end(), 0u);
+  std::iota(to.begin(), to.end(), 0u);
+  std::shuffle(from.begin(), from.end(), rng);
+  std::shuffle(to.begin(), to.end(), rng);
+  write_batch b{cookie, {}};
+  for (uint32_t i = 0; i < pages; ++i)
+    b.ops.push_back({src, from[i] * page, dst, to[i] * page, page});
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("tcp stripes: every byte goes once to the stream of its address in op order",
+          "[transport][tcp]") {
+  uint32_t streams = GENERATE(1u, 2u, 4u, 7u);
+  CAPTURE(streams);
+  std::mt19937_64 rng{streams};
+  std::vector<write_op> ops;
+  uint64_t total = 0;
+  for (int i = 0; i < 200; ++i) {
+    uint64_t len = rng() % (3 * tcp::stripe_granule);
+    uint64_t off = rng() % (64 * tcp::stripe_granule);
+    ops.push_back({1, rng() % (1 << 20), static_cast<region_id>(1 + rng() % 3), off, len});
+    total += len;
+  }
+  ops.push_back({1, 0, 2, 5, 0});                        // zero-length: kept
+  ops.push_back({1, 0, 2, UINT64_MAX - 8, 16});          // overflowing: kept whole
+  ops.push_back({1, 0, 3, 0, 8 * tcp::stripe_granule});  // long and aligned: spread evenly
+  total += 16 + 8 * tcp::stripe_granule;
+  auto parts = tcp::split_batch(ops, streams);
+  REQUIRE(parts.size() == streams);
+  uint64_t seen = 0;
+  for (uint32_t s = 0; s < streams; ++s)
+    for (auto& op : parts[s]) {
+      seen += op.length;
+      if (op.remote_offset > UINT64_MAX - op.length)
+        continue;
+      // A piece never leaves its first granule's stream.
+      for (uint64_t at = op.remote_offset; at < op.remote_offset + op.length;
+           at += tcp::stripe_granule - at % tcp::stripe_granule)
+        CHECK(tcp::stream_of(op.remote, at, streams) == s);
+    }
+  CHECK(seen == total);
+  // The aligned 1 MiB write is spread over the streams evenly.
+  std::vector<uint64_t> per_stream(streams);
+  for (uint32_t s = 0; s < streams; ++s)
+    for (auto& op : parts[s])
+      if (op.remote == 3 && op.local_offset + op.length <= 8 * tcp::stripe_granule &&
+          op.length % tcp::stripe_granule == 0 && op.remote_offset == op.local_offset)
+        per_stream[s] += op.length;
+  if (streams == 2 || streams == 4) {
+    for (auto n : per_stream)
+      CHECK(n == 8 * tcp::stripe_granule / streams);
+  }
+}
+
+TEST_CASE("tcp stripes: adjacent runs are coalesced into one op", "[transport][tcp]") {
+  std::vector<write_op> ops;
+  for (uint64_t i = 0; i < 16; ++i)
+    ops.push_back({1, i * 4096, 2, i * 4096, 4096});
+  auto parts = tcp::split_batch(ops, 1);
+  REQUIRE(parts[0].size() == 1);
+  CHECK(parts[0][0] == write_op{1, 0, 2, 0, 16 * 4096});
+}
+
+TEST_CASE("tcp: a batch striped over several streams lands byte-exact", "[transport][tcp]") {
+  uint32_t streams = GENERATE(1u, 2u, 4u, 7u);
+  CAPTURE(streams);
+  striped_pair p{streams};
+  constexpr uint64_t page = 128 << 10;
+  constexpr uint32_t pages = 96;
+  filled_region src{*p.a, pages * page, 1};
+  filled_region dst{*p.b, pages * page, 0};
+  std::fill(dst.mem.begin(), dst.mem.end(), std::byte{0});
+  auto batch = shuffled_batch(1, src.id, dst.id, pages, page, streams);
+  // And writes that cross granule borders, of odd lengths.
+  auto expected = std::vector<std::byte>(dst.mem.size());
+  for (auto& op : batch.ops)
+    std::memcpy(expected.data() + op.remote_offset, src.mem.data() + op.local_offset, op.length);
+  for (uint64_t i = 0; i < 5; ++i) {
+    write_op op{src.id, i * 7777, dst.id, page * (3 + 11 * i) - 1000 * (i + 1), 3 * page + i};
+    batch.ops.push_back(op);
+    std::memcpy(expected.data() + op.remote_offset, src.mem.data() + op.local_offset, op.length);
+  }
+  REQUIRE(p.a->post(p.to_b, batch).ok());
+  auto done = p.log.wait(1, std::chrono::seconds{60});
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].cookie == 1u);
+  CHECK(done[0].result.ok());
+  CHECK(std::memcmp(dst.mem.data(), expected.data(), expected.size()) == 0);
+  // The batch was spread over every stream: that many connections are open.
+  CHECK(client_sockets_to(parse_endpoint(p.b->endpoint())->port).size() == streams);
+}
+
+TEST_CASE("tcp: writes of the same bytes land in post order across streams", "[transport][tcp]") {
+  striped_pair p{4};
+  constexpr uint64_t len = 2 << 20;
+  constexpr uint32_t rounds = 24;
+  filled_region src{*p.a, rounds * len, 2};
+  filled_region dst{*p.b, len, 0};
+  // Every batch overwrites the whole destination, each from another source,
+  // and inside a batch a second op rewrites part of what the first wrote.
+  for (uint32_t r = 0; r < rounds; ++r) {
+    write_batch b{r, {{src.id, r * len, dst.id, 0, len}, {src.id, 5, dst.id, 4096, 300000}}};
+    REQUIRE(p.a->post(p.to_b, b).ok());
+  }
+  auto done = p.log.wait(rounds, std::chrono::seconds{60});
+  REQUIRE(done.size() == rounds);
+  for (uint32_t r = 0; r < rounds; ++r) {
+    CHECK(done[r].cookie == r);
+    CHECK(done[r].result.ok());
+  }
+  auto last = (rounds - 1) * len;
+  CHECK(std::memcmp(dst.mem.data(), src.mem.data() + last, 4096) == 0);
+  CHECK(std::memcmp(dst.mem.data() + 4096, src.mem.data() + 5, 300000) == 0);
+  CHECK(std::memcmp(dst.mem.data() + 304096, src.mem.data() + last + 304096, len - 304096) == 0);
+}
+
+TEST_CASE("tcp: a stream reset mid-batch fails the batches on it and the next batch reconnects",
+          "[transport][tcp]") {
+  striped_pair p{4};
+  constexpr uint64_t len = 64 << 20;
+  filled_region src{*p.a, len, 3};
+  filled_region dst{*p.b, len, 0};
+  auto port = parse_endpoint(p.b->endpoint())->port;
+  // Batches of granules that all travel on stream 2 of 4 ("on"), or all on
+  // stream 1 ("off"): only the first kind has bytes on the stream we reset.
+  auto granules_of = [&](uint32_t stream) {
+    write_batch b;
+    for (uint64_t at = 0; at < len; at += tcp::stripe_granule)
+      if (tcp::stream_of(dst.id, at, 4) == stream)
+        b.ops.push_back({src.id, at, dst.id, at, tcp::stripe_granule});
+    return b;
+  };
+  auto on = granules_of(1), off = granules_of(0);
+  REQUIRE(p.a->post(p.to_b, write_batch{0, {on.ops[0]}}).ok());
+  REQUIRE(p.log.wait(1).size() == 1);
+  auto sockets = client_sockets_to(port);
+  REQUIRE(sockets.size() == 1);  // only that stream connected yet
+  constexpr uint64_t n = 12;
+  for (uint64_t i = 1; i <= n; ++i) {
+    auto b = i % 2 ? on : off;
+    b.cookie = i;
+    REQUIRE(p.a->post(p.to_b, b).ok());
+  }
+  // Once the stream is busy (a batch on it has landed, five more are queued
+  // behind it), its connection is reset under the sender's feet.
+  REQUIRE(p.log.wait(2).size() >= 2);
+  ::shutdown(sockets[0], SHUT_RDWR);
+  auto done = p.log.wait(n + 1, std::chrono::seconds{60});
+  REQUIRE(done.size() == n + 1);
+  uint64_t failed = 0;
+  for (uint64_t i = 1; i <= n; ++i) {
+    CHECK(done[i].cookie == i);
+    if (i % 2 == 0) {
+      CHECK(done[i].result.ok());  // nothing of it was on the lost connection
+      continue;
+    }
+    if (done[i].result.ok())
+      continue;
+    ++failed;
+    CHECK(done[i].result.error_code() == code::connection_lost);
+    CHECK_THAT(done[i].result.message(),
+               Catch::Contains("tcp peer " + p.b->endpoint() + " stream 2/4"));
+  }
+  CHECK(failed > 0);
+  // The next batch, over every stream, reconnects the lost one and lands whole.
+  std::fill(dst.mem.begin(), dst.mem.end(), std::byte{0});
+  REQUIRE(p.a->post(p.to_b, write_batch{99, {{src.id, 0, dst.id, 0, len}}}).ok());
+  done = p.log.wait(n + 2, std::chrono::seconds{60});
+  REQUIRE(done.size() == n + 2);
+  CHECK(done.back().cookie == 99u);
+  CHECK(done.back().result.ok());
+  CHECK(std::memcmp(dst.mem.data(), src.mem.data(), len) == 0);
+}
+
+TEST_CASE("tcp: disconnect cuts every stream of a peer and fences hold across them",
+          "[transport][tcp]") {
+  striped_pair p{4};
+  constexpr uint64_t len = 16 << 20;
+  filled_region src{*p.a, len, 4};
+  filled_region dst{*p.b, len, 0};
+  p.b->open_fence(3);
+  REQUIRE(p.a->post(p.to_b, write_batch{0, {{src.id, 0, dst.id, 0, len}}, 3}).ok());
+  REQUIRE(p.log.wait(1).size() == 1);
+  CHECK(p.log.wait(1)[0].result.ok());
+  auto port = parse_endpoint(p.b->endpoint())->port;
+  REQUIRE(client_sockets_to(port).size() == 4);
+  // A closed fence refuses every stripe of a batch: nothing of it lands.
+  CHECK(p.b->close_fence(3));
+  std::fill(dst.mem.begin(), dst.mem.end(), std::byte{0});
+  REQUIRE(p.a->post(p.to_b, write_batch{1, {{src.id, 0, dst.id, 0, len}}, 3}).ok());
+  auto done = p.log.wait(2);
+  REQUIRE(done.size() == 2);
+  CHECK(done[1].result.error_code() == code::fenced);
+  CHECK(std::all_of(dst.mem.begin(), dst.mem.end(), [](std::byte c) { return c == std::byte{0}; }));
+  // disconnect() closes all four; each stream reconnects on its next stripe.
+  p.b->disconnect(p.a->endpoint());
+  for (int i = 0; i < 400; ++i) {
+    if (client_sockets_to(port).empty())
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  }
+  REQUIRE(p.a->post(p.to_b, write_batch{2, {{src.id, 0, dst.id, 0, len}}}).ok());
+  done = p.log.wait(3);
+  REQUIRE(done.size() == 3);
+  CHECK(done[2].result.ok());
+  CHECK(std::memcmp(dst.mem.data(), src.mem.data(), len) == 0);
 }

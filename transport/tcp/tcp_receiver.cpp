@@ -39,9 +39,10 @@ status send_ack(int fd, uint64_t cookie, const status& st) {
 }  // namespace
 
 result<std::unique_ptr<tcp_receiver>> tcp_receiver::start(const std::string& host, uint16_t port,
+                                                          int socket_buffer,
                                                           const region_table& regions,
                                                           fence_table& fences) {
-  auto listening = listen_on(host, port);
+  auto listening = listen_on(host, port, socket_buffer);
   if (!listening.ok())
     return listening.error();
   auto [fd, bound] = std::move(listening).value();
@@ -126,7 +127,13 @@ void tcp_receiver::serve(connection& conn) {
           verdict = dst.error();
           break;
         }
-        if (op.length > 0)
+        if (op.length == 0)
+          continue;
+        // Ops contiguous in memory are read as one iovec.
+        if (!iov.empty() &&
+            static_cast<std::byte*>(iov.back().iov_base) + iov.back().iov_len == *dst)
+          iov.back().iov_len += op.length;
+        else
           iov.push_back({*dst, op.length});
       }
       if (verdict.ok() && !read_all(fd, iov).ok())

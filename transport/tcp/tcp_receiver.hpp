@@ -1,8 +1,11 @@
-// The receiving half of the tcp backend: accepts connections from peers and
-// places each batch's bytes straight into the registered regions, after
-// checking every op of the batch against them. A batch with a bad op writes
-// nothing and is answered with the error; a peer that breaks the wire format
-// loses its connection; other connections carry on.
+// The receiving half of the tcp backend: accepts connections from peers (a
+// peer opens several, its streams; each is served on its own thread and
+// knows nothing of the others) and places each batch's bytes straight into
+// the registered regions, after checking every op of the batch against them.
+// A batch with a bad op writes nothing and is answered with the error (a
+// sender's stripe is a batch here); a peer that breaks the wire format loses
+// that connection; other connections carry on. disconnect() cuts every
+// stream of a peer.
 #pragma once
 
 #include <atomic>
@@ -19,9 +22,11 @@ namespace kvferry::transport::tcp {
 
 class tcp_receiver {
  public:
-  /// Listens on host:port. `regions` and `fences` must outlive the receiver.
+  /// Listens on host:port; accepted connections get `socket_buffer` bytes of
+  /// socket buffers (0: autotuning). `regions` and `fences` must outlive the
+  /// receiver.
   static result<std::unique_ptr<tcp_receiver>> start(const std::string& host, uint16_t port,
-                                                     const region_table& regions,
+                                                     int socket_buffer, const region_table& regions,
                                                      fence_table& fences);
 
   tcp_receiver(const tcp_receiver&) = delete;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "transport/tcp/tcp_stripes.hpp"
 #include "transport/tcp/tcp_wire.hpp"
 #include "transport/wire_hello.hpp"
 
@@ -13,19 +14,23 @@ constexpr int connect_timeout_ms = 5000;
 
 }  // namespace
 
-tcp_sender::tcp_sender(host_port where, std::string endpoint, std::string self_name,
-                       const region_table& local, std::function<void(completion)> complete)
+// -- tcp_stream ---------------------------------------------------------------
+
+tcp_stream::tcp_stream(host_port where, std::string label, std::string self_name,
+                       const region_table& local, int socket_buffer,
+                       std::function<void(const stripe&, status)> done)
     : where_(std::move(where)),
-      endpoint_(std::move(endpoint)),
+      label_(std::move(label)),
       self_name_(std::move(self_name)),
       local_(local),
-      complete_(std::move(complete)) {
+      socket_buffer_(socket_buffer),
+      done_(std::move(done)) {
   writer_ = std::thread{[this] { writer_loop(); }};
 }
 
-tcp_sender::~tcp_sender() {
-  std::deque<write_batch> queued;
-  std::deque<std::pair<uint64_t, uint64_t>> in_flight;
+tcp_stream::~tcp_stream() {
+  std::deque<stripe> queued;
+  std::deque<sent> in_flight;
   {
     std::lock_guard guard{mu_};
     stopping_ = true;
@@ -37,26 +42,23 @@ tcp_sender::~tcp_sender() {
   writer_.join();
   if (reader_.joinable())
     reader_.join();
-  auto why = status::shut_down("tcp peer " + endpoint_ + ": transport closed");
-  for (auto& b : queued)
-    fail(b.cookie, why);
-  for (auto& [cookie, gen] : in_flight)
-    fail(cookie, why);
+  auto why = status::shut_down(label_ + ": transport closed");
+  for (auto& s : in_flight)
+    done_(s.s, why);
+  for (auto& s : queued)
+    done_(s, why);
 }
 
-void tcp_sender::post(write_batch batch) {
-  {
-    std::lock_guard guard{mu_};
-    if (!stopping_) {
-      queue_.push_back(std::move(batch));
-      cv_.notify_one();
-      return;
-    }
-  }
-  fail(batch.cookie, status::shut_down("tcp peer " + endpoint_ + ": transport closed"));
+bool tcp_stream::push(stripe& s) {
+  std::lock_guard guard{mu_};
+  if (stopping_)
+    return false;
+  queue_.push_back(std::move(s));
+  cv_.notify_one();
+  return true;
 }
 
-bool tcp_sender::ensure_connected(write_batch& first) {
+bool tcp_stream::ensure_connected(stripe& first) {
   {
     std::lock_guard guard{mu_};
     if (connected_)
@@ -66,7 +68,7 @@ bool tcp_sender::ensure_connected(write_batch& first) {
   // its socket is replaced.
   if (reader_.joinable())
     reader_.join();
-  auto fd = connect_to(where_, connect_timeout_ms);
+  auto fd = connect_to(where_, connect_timeout_ms, socket_buffer_);
   status st;
   if (fd.ok()) {
     st = send_hello(fd->get(), hello{}, self_name_, max_name);
@@ -74,21 +76,21 @@ bool tcp_sender::ensure_connected(write_batch& first) {
     st = fd.error();
   }
   if (!st.ok()) {
-    auto why = status::connect_failed("tcp peer " + endpoint_ + ": " + st.message());
-    std::deque<write_batch> queued;
+    auto why = status::connect_failed(label_ + ": " + st.message());
+    std::deque<stripe> queued;
     {
       std::lock_guard guard{mu_};
       queued.swap(queue_);
     }
-    fail(first.cookie, why);
-    for (auto& b : queued)
-      fail(b.cookie, why);
+    done_(first, why);
+    for (auto& s : queued)
+      done_(s, why);
     return false;
   }
   std::unique_lock guard{mu_};
   if (stopping_) {
     guard.unlock();
-    fail(first.cookie, status::shut_down("tcp peer " + endpoint_ + ": transport closed"));
+    done_(first, status::shut_down(label_ + ": transport closed"));
     return false;
   }
   fd_ = std::move(fd).value();
@@ -98,69 +100,84 @@ bool tcp_sender::ensure_connected(write_batch& first) {
   return true;
 }
 
-void tcp_sender::writer_loop() {
+void tcp_stream::writer_loop() {
   std::vector<op_header> headers;
   std::vector<iovec> iov;
   for (;;) {
-    write_batch batch;
+    stripe s;
     {
       std::unique_lock guard{mu_};
       cv_.wait(guard, [this] { return stopping_ || !queue_.empty(); });
       if (stopping_)
         return;
-      batch = std::move(queue_.front());
+      s = std::move(queue_.front());
       queue_.pop_front();
     }
-    if (!ensure_connected(batch))
+    if (!ensure_connected(s))
       continue;
+    // Held while the bytes are copied into the socket: a local region is not
+    // deregistered under a send.
     auto held = local_.guard();
     headers.clear();
     iov.clear();
     batch_header bh;
-    bh.cookie = batch.cookie;
-    bh.fence = batch.fence;
-    bh.n_ops = static_cast<uint32_t>(batch.ops.size());
+    bh.cookie = s.cookie;
+    bh.fence = s.fence;
+    bh.n_ops = static_cast<uint32_t>(s.ops.size());
     status bad;
     iov.push_back({&bh, sizeof(bh)});
-    for (auto& op : batch.ops) {
+    iov.push_back({nullptr, 0});  // the op headers, once they are all known
+    for (auto& op : s.ops) {
       auto src = local_.resolve(held, op.local, op.local_offset, op.length, "local");
       if (!src.ok()) {
-        bad = src.error();
+        bad = src.error();  // deregistered since post()
         break;
       }
       headers.push_back(op_header{op.remote, 0, op.remote_offset, op.length});
       bh.payload_bytes += op.length;
-      if (op.length > 0)
+      if (op.length == 0)
+        continue;
+      // Runs contiguous in local memory are one iovec, whatever their targets.
+      auto& last = iov.back();
+      if (iov.size() > 2 && static_cast<std::byte*>(last.iov_base) + last.iov_len == *src)
+        last.iov_len += op.length;
+      else
         iov.push_back({*src, op.length});
     }
-    if (!bad.ok() || batch.ops.size() > max_ops_per_batch) {
-      if (bad.ok())
-        bad = status::invalid_argument(std::to_string(batch.ops.size()) +
-                                       " ops in one batch, at most " +
-                                       std::to_string(max_ops_per_batch));
-      fail(batch.cookie, bad);
+    if (!bad.ok()) {
+      held.unlock();
+      done_(s, bad);
       continue;
     }
-    iov.insert(iov.begin() + 1, iovec{headers.data(), headers.size() * sizeof(op_header)});
+    iov[1] = iovec{headers.data(), headers.size() * sizeof(op_header)};
     uint64_t gen;
     int fd;
     {
-      std::lock_guard guard{mu_};
+      std::unique_lock guard{mu_};
+      if (stopping_) {
+        // The destructor took the queue already: this one is failed here.
+        guard.unlock();
+        held.unlock();
+        done_(s, status::shut_down(label_ + ": transport closed"));
+        return;
+      }
       if (!connected_) {
-        // The connection dropped since ensure_connected(): retry this batch first.
-        queue_.push_front(std::move(batch));
+        // The connection dropped since ensure_connected(): retry this stripe first.
+        queue_.push_front(std::move(s));
         continue;
       }
       gen = generation_;
       fd = fd_.get();
-      in_flight_.emplace_back(batch.cookie, gen);
+      in_flight_.push_back(sent{std::move(s), gen});
     }
+    // The stripe's ops moved into in_flight_; headers and iov point into
+    // memory that stays put (the header vector and the regions).
     if (auto st = write_all(fd, iov); !st.ok())
-      drop(gen, status::connection_lost("tcp peer " + endpoint_ + ": " + st.message()));
+      drop(gen, status::connection_lost(label_ + ": " + st.message()));
   }
 }
 
-void tcp_sender::reader_loop(int fd, uint64_t generation) {
+void tcp_stream::reader_loop(int fd, uint64_t generation) {
   std::string message;
   for (;;) {
     ack_header ack;
@@ -172,33 +189,32 @@ void tcp_sender::reader_loop(int fd, uint64_t generation) {
       st = read_exact(fd, message.data(), message.size());
     }
     if (!st.ok()) {
-      drop(generation, status::connection_lost("tcp peer " + endpoint_ + ": " + st.message()));
+      drop(generation, status::connection_lost(label_ + ": " + st.message()));
       return;
     }
+    stripe acked;
     {
       std::lock_guard guard{mu_};
-      if (in_flight_.empty() || in_flight_.front().first != ack.cookie ||
-          in_flight_.front().second != generation) {
+      if (in_flight_.empty() || in_flight_.front().s.cookie != ack.cookie ||
+          in_flight_.front().generation != generation) {
         st =
             status::protocol_error("ack for batch " + std::to_string(ack.cookie) + " out of order");
       } else {
+        acked = std::move(in_flight_.front().s);
         in_flight_.pop_front();
       }
     }
     if (!st.ok()) {
-      drop(generation, status::protocol_error("tcp peer " + endpoint_ + ": " + st.message()));
+      drop(generation, status::protocol_error(label_ + ": " + st.message()));
       return;
     }
     auto result = static_cast<code>(ack.code);
-    complete_(completion{ack.cookie,
-                         result == code::ok
-                             ? status{}
-                             : status::from(result, "tcp peer " + endpoint_ + ": " + message)});
+    done_(acked, result == code::ok ? status{} : status::from(result, label_ + ": " + message));
   }
 }
 
-void tcp_sender::drop(uint64_t generation, const status& why) {
-  std::vector<uint64_t> lost;
+void tcp_stream::drop(uint64_t generation, const status& why) {
+  std::vector<stripe> lost;
   {
     std::lock_guard guard{mu_};
     if (generation == generation_ && connected_) {
@@ -206,16 +222,137 @@ void tcp_sender::drop(uint64_t generation, const status& why) {
       fd_.shutdown();
     }
     for (auto i = in_flight_.begin(); i != in_flight_.end();) {
-      if (i->second == generation) {
-        lost.push_back(i->first);
+      if (i->generation == generation) {
+        lost.push_back(std::move(i->s));
         i = in_flight_.erase(i);
       } else {
         ++i;
       }
     }
   }
-  for (auto cookie : lost)
-    fail(cookie, why);
+  for (auto& s : lost)
+    done_(s, why);
+}
+
+// -- tcp_sender ---------------------------------------------------------------
+
+tcp_sender::tcp_sender(host_port where, std::string endpoint, std::string self_name,
+                       const region_table& local, uint32_t streams, int socket_buffer,
+                       std::function<void(completion)> complete)
+    : where_(std::move(where)),
+      endpoint_(std::move(endpoint)),
+      self_name_(std::move(self_name)),
+      local_(local),
+      complete_(std::move(complete)) {
+  streams = std::max<uint32_t>(1, streams);
+  for (uint32_t i = 0; i < streams; ++i) {
+    auto label = "tcp peer " + endpoint_;
+    if (streams > 1)
+      label += " stream " + std::to_string(i + 1) + "/" + std::to_string(streams);
+    streams_.push_back(std::make_unique<tcp_stream>(
+        where_, std::move(label), self_name_, local_, socket_buffer,
+        [this](const stripe& s, status st) { stripe_done(s, std::move(st)); }));
+  }
+}
+
+tcp_sender::~tcp_sender() {
+  // Each stream fails what it still holds (through stripe_done) as it goes.
+  for (auto& s : streams_)
+    s.reset();
+  deliver();
+}
+
+void tcp_sender::post(write_batch batch) {
+  auto n = static_cast<uint32_t>(streams_.size());
+  status bad;
+  std::vector<std::vector<write_op>> parts;
+  if (batch.ops.size() > max_ops_per_batch) {
+    bad =
+        status::invalid_argument(std::to_string(batch.ops.size()) + " ops in one batch, at most " +
+                                 std::to_string(max_ops_per_batch));
+  } else {
+    // Refused here, before any byte leaves: a read past a local region.
+    auto held = local_.guard();
+    for (auto& op : batch.ops)
+      if (auto src = local_.resolve(held, op.local, op.local_offset, op.length, "local");
+          !src.ok()) {
+        bad = src.error();
+        break;
+      }
+  }
+  if (bad.ok()) {
+    parts = split_batch(batch.ops, n);
+    for (auto& p : parts)
+      if (p.size() > max_ops_per_batch)
+        bad = status::invalid_argument(std::to_string(p.size()) +
+                                       " ops on one stream after splitting at " +
+                                       std::to_string(stripe_granule) + " B granules, at most " +
+                                       std::to_string(max_ops_per_batch));
+  }
+  {
+    std::lock_guard guard{mu_};
+    auto seq = first_seq_ + batches_.size();
+    auto& b = batches_.emplace_back();
+    b.cookie = batch.cookie;
+    b.result = bad;
+    if (bad.ok()) {
+      // An empty batch still goes to the receiver, which checks its fence.
+      bool empty = std::all_of(parts.begin(), parts.end(), [](auto& p) { return p.empty(); });
+      for (uint32_t i = 0; i < n; ++i) {
+        if (parts[i].empty() && !(empty && i == 0))
+          continue;
+        stripe s{seq, i, batch.cookie, batch.fence, std::move(parts[i])};
+        if (streams_[i]->push(s)) {
+          ++b.stripes_left;
+        } else if (b.failed_stripe == UINT32_MAX) {
+          b.failed_stripe = i;
+          b.result = status::shut_down("tcp peer " + endpoint_ + ": transport closed");
+        }
+      }
+    }
+  }
+  deliver();
+}
+
+void tcp_sender::stripe_done(const stripe& s, status st) {
+  {
+    std::lock_guard guard{mu_};
+    auto& b = batches_.at(s.seq - first_seq_);
+    if (!st.ok() && s.index < b.failed_stripe) {
+      b.failed_stripe = s.index;
+      b.result = std::move(st);
+    }
+    if (--b.stripes_left > 0)
+      return;
+  }
+  deliver();
+}
+
+void tcp_sender::deliver() {
+  std::vector<completion> ready;
+  {
+    std::lock_guard guard{mu_};
+    if (delivering_)
+      return;  // that thread's loop picks up what is ready now
+    delivering_ = true;
+  }
+  for (;;) {
+    {
+      std::lock_guard guard{mu_};
+      while (!batches_.empty() && batches_.front().stripes_left == 0) {
+        ready.push_back(completion{batches_.front().cookie, std::move(batches_.front().result)});
+        batches_.pop_front();
+        ++first_seq_;
+      }
+      if (ready.empty()) {
+        delivering_ = false;
+        return;
+      }
+    }
+    for (auto& c : ready)
+      complete_(std::move(c));
+    ready.clear();
+  }
 }
 
 }  // namespace kvferry::transport::tcp

@@ -1,16 +1,34 @@
-// The sending half of the tcp backend: one connection to one peer, a queue of
-// batches written in order by a writer thread, and a reader thread for the
-// peer's acks. A lost connection fails exactly the batches in flight on it;
-// the next batch reconnects.
+// The sending half of the tcp backend: to one peer, `streams` connections
+// (options::tcp_streams), each a tcp_stream with a queue of stripes written in
+// order by its writer thread and a reader thread for the peer's acks. A batch
+// is split over the streams by remote address (tcp_stripes.hpp): a small one
+// usually stays on one stream, a large one is spread over all of them.
+//
+// What the backend promises (caps::ordered_writes) and how it keeps it:
+// - the same byte, written twice (in one batch or two), lands in post order:
+//   it travels on the same stream both times (its address picks the stream),
+//   and a stream is placed in order by one receiver thread;
+// - completions come in post order, one per batch, and a batch completes
+//   only once every one of its stripes was acknowledged (or failed), so a
+//   completion means every byte of its batch and of the batches before it is
+//   in place (the transfer actor's aux row after the KV of a room relies on
+//   this). No batch waits for another to be dispatched.
+// Faults: a lost connection fails the stripes in flight on it, and so exactly
+// the batches that had bytes on it; its queued stripes wait for the
+// reconnection its writer makes. Other streams carry on. Refusals (bounds,
+// fences, regions) are decided per stripe by the receiver: a refused batch
+// that spanned several streams may have had its other stripes written
+// (completion allows it: the room fails).
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "transport/posix_socket.hpp"
@@ -19,49 +37,112 @@
 
 namespace kvferry::transport::tcp {
 
-class tcp_sender {
- public:
-  /// `local` (the transport's regions) must outlive the sender; `complete` is
-  /// called once per posted batch, from the sender's threads. `self_name`
-  /// tells the receiver whose connection this is.
-  tcp_sender(host_port where, std::string endpoint, std::string self_name,
-             const region_table& local, std::function<void(completion)> complete);
+/// The part of one batch that goes on one stream.
+struct stripe {
+  uint64_t seq = 0;     ///< the batch's number in post order, at its sender
+  uint32_t index = 0;   ///< which stripe of the batch (its stream)
+  uint64_t cookie = 0;  ///< the batch's cookie, echoed by the receiver's ack
+  uint64_t fence = 0;
+  std::vector<write_op> ops;
+};
 
-  tcp_sender(const tcp_sender&) = delete;
-  tcp_sender& operator=(const tcp_sender&) = delete;
+/// One connection to a peer: connects on the first stripe (and after a loss),
+/// writes queued stripes in order, reads their acks.
+class tcp_stream {
+ public:
+  /// `local` must outlive the stream. `done` is called once per pushed stripe,
+  /// from the stream's threads (or, on destruction, the destroying thread),
+  /// never under the stream's lock. `label` names the stream in causes;
+  /// `socket_buffer` sizes its socket's buffers (0: autotuning).
+  tcp_stream(host_port where, std::string label, std::string self_name, const region_table& local,
+             int socket_buffer, std::function<void(const stripe&, status)> done);
+
+  tcp_stream(const tcp_stream&) = delete;
+  tcp_stream& operator=(const tcp_stream&) = delete;
 
   /// Fails what is queued or in flight with shut_down, closes the connection
   /// and joins the threads.
-  ~tcp_sender();
+  ~tcp_stream();
 
-  /// Queues a batch; it completes through `complete`.
-  void post(write_batch batch);
+  /// Queues a stripe; false (and `s` untouched) once the stream is stopping.
+  bool push(stripe& s);
 
  private:
   void writer_loop();
   void reader_loop(int fd, uint64_t generation);
-  /// Tries to connect; on failure fails `first` and everything queued.
-  bool ensure_connected(write_batch& first);
-  /// Fails every batch in flight on connection `generation`, once.
+  /// Connects if needed; on failure fails `first` and everything queued.
+  bool ensure_connected(stripe& first);
+  /// Fails every stripe in flight on connection `generation`, once.
   void drop(uint64_t generation, const status& why);
-  void fail(uint64_t cookie, const status& why) { complete_(completion{cookie, why}); }
 
   const host_port where_;
-  const std::string endpoint_;
+  const std::string label_;      // "tcp peer tcp://h:p" (+ " stream i/n")
   const std::string self_name_;  // our own endpoint, sent in the hello
   const region_table& local_;
-  const std::function<void(completion)> complete_;
+  const int socket_buffer_;
+  const std::function<void(const stripe&, status)> done_;
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
-  std::deque<write_batch> queue_;
-  std::deque<std::pair<uint64_t, uint64_t>> in_flight_;  // (cookie, connection generation)
+  std::deque<stripe> queue_;
+  struct sent {
+    stripe s;
+    uint64_t generation;
+  };
+  std::deque<sent> in_flight_;
   socket_fd fd_;
   uint64_t generation_ = 0;
   bool connected_ = false;
   bool stopping_ = false;
   std::thread reader_;
   std::thread writer_;
+};
+
+/// The streams to one peer and the batches posted to it.
+class tcp_sender {
+ public:
+  /// `local` (the transport's regions) must outlive the sender; `complete` is
+  /// called once per posted batch, in post order, from the sender's threads
+  /// or the posting thread. `self_name` tells the receiver whose connections
+  /// these are. `streams` (at least 1) and `socket_buffer` as in options.
+  tcp_sender(host_port where, std::string endpoint, std::string self_name,
+             const region_table& local, uint32_t streams, int socket_buffer,
+             std::function<void(completion)> complete);
+
+  tcp_sender(const tcp_sender&) = delete;
+  tcp_sender& operator=(const tcp_sender&) = delete;
+
+  /// Fails what is queued or in flight with shut_down and joins the streams.
+  ~tcp_sender();
+
+  /// Splits and queues a batch; it completes through `complete`. Never blocks
+  /// on the network.
+  void post(write_batch batch);
+
+ private:
+  struct batch_state {
+    uint64_t cookie = 0;
+    uint32_t stripes_left = 0;
+    uint32_t failed_stripe = UINT32_MAX;  // lowest stripe that failed: its cause is kept
+    status result;
+  };
+
+  void stripe_done(const stripe& s, status st);
+  /// Hands finished batches at the head to `complete`, in order; one thread
+  /// at a time (a call made meanwhile leaves them to that thread).
+  void deliver();
+
+  const host_port where_;
+  const std::string endpoint_;
+  const std::string self_name_;
+  const region_table& local_;
+  const std::function<void(completion)> complete_;
+
+  std::mutex mu_;                    // guards everything below; taken before a stream's lock
+  std::deque<batch_state> batches_;  // not yet delivered, in post order
+  uint64_t first_seq_ = 0;           // seq of batches_.front()
+  bool delivering_ = false;
+  std::vector<std::unique_ptr<tcp_stream>> streams_;  // fixed after construction
 };
 
 }  // namespace kvferry::transport::tcp

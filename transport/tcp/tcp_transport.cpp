@@ -1,5 +1,7 @@
 #include "transport/tcp/tcp_transport.hpp"
 
+#include <algorithm>
+
 #include "transport/fence.hpp"
 #include "transport/peer_senders.hpp"
 #include "transport/tcp/tcp_receiver.hpp"
@@ -9,14 +11,20 @@ namespace kvferry::transport::tcp {
 
 namespace {
 
+/// More connections per peer than this buys nothing and costs threads.
+constexpr uint32_t max_streams = 16;
+
 class tcp_transport final : public transport {
  public:
-  tcp_transport(std::string host, std::unique_ptr<region_table> regions)
-      : host_(std::move(host)), regions_(std::move(regions)) {}
+  tcp_transport(const options& opts, std::unique_ptr<region_table> regions)
+      : host_(opts.listen_host),
+        streams_(std::clamp<uint32_t>(opts.tcp_streams, 1, max_streams)),
+        socket_buffer_(opts.tcp_socket_buffer),
+        regions_(std::move(regions)) {}
 
   /// Second step of construction: the receiver refers to regions_.
   status listen(uint16_t port) {
-    auto r = tcp_receiver::start(host_, port, *regions_, fences_);
+    auto r = tcp_receiver::start(host_, port, socket_buffer_, *regions_, fences_);
     if (!r.ok())
       return r.error();
     receiver_ = std::move(r).value();
@@ -32,7 +40,9 @@ class tcp_transport final : public transport {
   std::string_view name() const override { return "tcp"; }
 
   caps capabilities() const override {
-    // One stream per peer: batches, and ops inside a batch, land in order.
+    // Several streams per peer, but every byte has its stream and completions
+    // are delivered in post order (tcp_sender.hpp): what callers can observe
+    // is ordered as on one stream.
     return caps{.ordered_writes = true};
   }
 
@@ -51,8 +61,9 @@ class tcp_transport final : public transport {
     auto where = parse_endpoint(endpoint);
     if (!where.ok())
       return where.error();
-    return senders_.add(std::make_unique<tcp_sender>(
-        std::move(where).value(), endpoint, this->endpoint(), *regions_, senders_.relay()));
+    return senders_.add(std::make_unique<tcp_sender>(std::move(where).value(), endpoint,
+                                                     this->endpoint(), *regions_, streams_,
+                                                     socket_buffer_, senders_.relay()));
   }
 
   status post(peer_id peer, write_batch batch) override {
@@ -71,6 +82,8 @@ class tcp_transport final : public transport {
 
  private:
   const std::string host_;
+  const uint32_t streams_;
+  const int socket_buffer_;
   std::unique_ptr<region_table> regions_;
   fence_table fences_;
   std::unique_ptr<tcp_receiver> receiver_;
@@ -80,7 +93,7 @@ class tcp_transport final : public transport {
 }  // namespace
 
 result<std::unique_ptr<transport>> make_tcp_transport(const options& opts) {
-  auto t = std::make_unique<tcp_transport>(opts.listen_host, std::make_unique<region_table>());
+  auto t = std::make_unique<tcp_transport>(opts, std::make_unique<region_table>());
   if (auto st = t->listen(opts.listen_port); !st.ok())
     return st;
   return std::unique_ptr<transport>{std::move(t)};
