@@ -39,7 +39,9 @@ struct rank_options {
   uint32_t pp_rank = 0;
   uint32_t pp_size = 1;
   kv_pool pool;
-  std::string transport = "tcp";         ///< backend name, see transport/registry.hpp
+  /// Backend name, see transport/registry.hpp: "auto" picks shm for a peer on
+  /// this host and network namespace, tcp for any other.
+  std::string transport = "auto";
   transport::options transport_options;  ///< listen address of the data plane, ...
   deadlines limits;
   /// Prefill: the bootstrap this rank registers with.

@@ -121,6 +121,7 @@ void room_latency(const args& a) {
   o.side = role::decode;
   o.instance = "bench-decode";
   o.pool = pool.describe();
+  o.transport = "tcp";  // this suite measures the tcp backend (the default is auto)
   auto rt = runtime::start(sys, std::move(o));
   if (!rt)
     throw std::runtime_error(sys.render(rt.error()));
@@ -220,6 +221,7 @@ int run_prefill_rooms_peer(const args& a) {
   o.side = role::prefill;
   o.instance = "bench-prefill";
   o.pool = pool.describe();
+  o.transport = "tcp";
   o.bootstrap = bootstrap_locator{{}, "127.0.0.1", *port};
   auto rt = runtime::start(sys, std::move(o));
   if (!rt)

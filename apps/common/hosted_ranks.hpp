@@ -28,7 +28,7 @@ struct ranks_spec {
   uint32_t page_size = 16;
   uint32_t pool_pages = 128;
   uint32_t aux_rows = 64;
-  std::string transport = "tcp";
+  std::string transport = "auto";
   std::string listen_host = "127.0.0.1";
   uint16_t first_data_port = 0;  ///< 0: any free port; else rank i listens on this + i
   deadlines limits;

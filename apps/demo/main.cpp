@@ -45,7 +45,7 @@ using namespace kvferry::apps;
 struct demo_config : kvferry::config {
   std::string role = "all";
   std::string model = "llama-7b";
-  std::string transport = "tcp";
+  std::string transport = "auto";
   std::string host = "127.0.0.1";
   uint16_t bootstrap_port = 0;
   uint32_t prefill_tp = 1;
@@ -72,7 +72,9 @@ struct demo_config : kvferry::config {
     opt_group{custom_options_, "global"}
         .add(role, "role", "all (one process), prefill or decode")
         .add(model, "model", "KV shape: llama-7b (MHA), deepseek-mla (MLA), tiny or tiny-gqa")
-        .add(transport, "transport", "data plane backend: tcp or inproc (role=all only)")
+        .add(transport, "transport",
+             "data plane backend: auto (shm on one host, else tcp), tcp, shm or inproc (role=all "
+             "only)")
         .add(host, "host", "loopback address for the bootstrap and the data plane")
         .add(bootstrap_port, "bootstrap-port", "bootstrap port (prefill: 0 = any free one)")
         .add(prefill_tp, "prefill-tp", "TP ranks of the prefill instance")
