@@ -153,19 +153,20 @@ int64_t wall_ns() {
 
 /// Paced arrivals: the first room whose time has not passed yet, and whether
 /// room `i`'s time has come.
+bool due(const workload& w, uint32_t i) {
+  return w.interval_us == 0 || w.epoch_ns == 0 ||
+         wall_ns() >= w.epoch_ns + static_cast<int64_t>(w.slot(i)) * w.interval_us * 1000;
+}
+
 uint32_t first_due(const workload& w) {
   if (w.interval_us == 0 || w.epoch_ns == 0)
     return 0;
+  // Rooms whose time has already passed (slot * interval < now - epoch).
   auto late = wall_ns() - w.epoch_ns;
-  if (late <= 0)
-    return 0;
-  auto i = (late + int64_t{w.interval_us} * 1000 - 1) / (int64_t{w.interval_us} * 1000);
-  return static_cast<uint32_t>(std::min<int64_t>(i, w.rooms));
-}
-
-bool due(const workload& w, uint32_t i) {
-  return w.interval_us == 0 || w.epoch_ns == 0 ||
-         wall_ns() >= w.epoch_ns + int64_t{i} * w.interval_us * 1000;
+  uint32_t i = 0;
+  while (i < w.count() && static_cast<int64_t>(w.slot(i)) * w.interval_us * 1000 < late)
+    ++i;
+  return i;
 }
 
 /// Records each rank's conclusion the first time its poll reads terminal.
@@ -224,7 +225,7 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
       typename decltype(open(uint64_t{}, std::vector<uint32_t>{}, uint32_t{}))::value_type;
   auto& pool = *inst.pools.front();
   run_report r;
-  r.rooms = w.rooms;
+  r.rooms = w.count();
   r.ranks = static_cast<uint32_t>(inst.ranks.size());
   page_allocator pages(pool.pages(), alloc_seed);
   row_allocator rows(std::max(1u, pool.aux_rows()));
@@ -232,9 +233,21 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
   uint32_t next = first_due(w);
   r.skipped = next;
   auto start = clock_type::now();
-  while (next < w.rooms || !in_flight.empty()) {
+  auto last_progress = start;
+  auto report_progress = [&] {
+    r.now.clear();
+    for (auto& room : in_flight)
+      ++r.now[to_string(poll_all(room.handles))];
+    r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+    w.on_progress(r);
+  };
+  while (next < w.count() || !in_flight.empty()) {
     bool progressed = false;
-    while (next < w.rooms && in_flight.size() < w.concurrency && due(w, next)) {
+    if (w.on_progress && clock_type::now() - last_progress >= w.progress_period) {
+      last_progress = clock_type::now();
+      report_progress();
+    }
+    while (next < w.count() && in_flight.size() < w.concurrency && due(w, next)) {
       auto room = w.room_id(next);
       auto got = pages.take(w.pages_of(room, pool.page_size()));
       auto row = rows.take();
@@ -288,6 +301,8 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
     idle_wait(progressed);
   }
   r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  if (w.on_progress)
+    report_progress();
   return r;
 }
 
@@ -324,8 +339,14 @@ run_report drive_prefill(const instance_ranks& inst, const workload& w) {
 
 run_report drive_decode(const instance_ranks& inst, const workload& w,
                         const bootstrap_locator& where) {
+  return drive_decode(inst, w, [&where](uint64_t) { return where; });
+}
+
+run_report drive_decode(const instance_ranks& inst, const workload& w,
+                        const std::function<bootstrap_locator(uint64_t room)>& where_of) {
   auto open = [&](uint64_t room, const std::vector<uint32_t>& pages, uint32_t row) {
     std::vector<receiver> out;
+    auto where = where_of(room);
     for (size_t k = 0; k < inst.ranks.size(); ++k) {
       auto r = inst.ranks[k]->make_receiver(room, where);
       r.init(pages, inst.pools[k]->aux_rows() > 0 ? std::optional<uint32_t>{row} : std::nullopt);

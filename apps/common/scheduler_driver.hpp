@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@
 #include "apps/common/host_pool.hpp"
 
 namespace kvferry::apps {
+
+struct run_report;
 
 struct workload {
   uint64_t seed = 42;
@@ -36,8 +39,20 @@ struct workload {
   uint32_t interval_us = 0;
   /// Record when each rank concluded each room (run_report::conclusions).
   bool record_conclusions = false;
+  /// Explicit room ids (a router's share of a cluster's rooms); when set they
+  /// replace first_room + i and `rooms` is their count. Paced arrivals count
+  /// from first_room: room id r opens at epoch_ns + (r - first_room) * interval.
+  std::vector<uint64_t> ids;
+  /// Called from the driving thread with the report so far (run_report::now
+  /// holds the rooms in flight by state), at most every progress_period, and
+  /// once at the end.
+  std::function<void(const run_report&)> on_progress;
+  std::chrono::milliseconds progress_period{200};
 
-  uint64_t room_id(uint32_t i) const { return first_room + i; }
+  uint32_t count() const { return ids.empty() ? rooms : static_cast<uint32_t>(ids.size()); }
+  uint64_t room_id(uint32_t i) const { return ids.empty() ? first_room + i : ids[i]; }
+  /// The pacing slot of the i-th room of this driver.
+  uint64_t slot(uint32_t i) const { return room_id(i) - first_room; }
   /// Tokens of room `room` (deterministic).
   uint32_t tokens_of(uint64_t room) const;
   /// Pages of room `room` with `page_size` tokens per page.
@@ -75,6 +90,7 @@ struct run_report {
   std::vector<double> latencies_us;             ///< per room, open to terminal on every rank
   uint32_t skipped = 0;                         ///< paced rooms whose time passed before the start
   std::vector<conclusion> conclusions;          ///< with workload::record_conclusions
+  std::map<std::string, uint32_t> now;          ///< rooms in flight by their current state
 
   double gbps() const { return seconds > 0 ? bytes / seconds / 1e9 : 0; }
   bool ok() const {
@@ -90,5 +106,10 @@ run_report drive_prefill(const instance_ranks& inst, const workload& w);
 /// Runs the decode side; `where` is the prefill instance's bootstrap.
 run_report drive_decode(const instance_ranks& inst, const workload& w,
                         const bootstrap_locator& where);
+
+/// Runs the decode side with a prefill instance chosen per room (a router
+/// that spreads rooms over several prefill instances).
+run_report drive_decode(const instance_ranks& inst, const workload& w,
+                        const std::function<bootstrap_locator(uint64_t room)>& where_of);
 
 }  // namespace kvferry::apps

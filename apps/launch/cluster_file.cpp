@@ -187,8 +187,8 @@ void read_workload(reader& r, const toml::table& root, cluster_spec& c) {
     return;
   const char* w = "[workload]";
   r.only(*t, w,
-         {"requests", "min_tokens", "max_tokens", "page_size", "pool_pages", "aux_rows",
-          "chunk_pages", "concurrency", "seed", "model"});
+         {"requests", "requests_per_second", "min_tokens", "max_tokens", "page_size", "pool_pages",
+          "aux_rows", "chunk_pages", "concurrency", "seed", "model", "progress"});
   workload_spec s;
   s.line = reader::line_of(*t);
   constexpr int64_t big = std::numeric_limits<int32_t>::max();
@@ -202,6 +202,16 @@ void read_workload(reader& r, const toml::table& root, cluster_spec& c) {
   r.integer(*t, w, "chunk_pages", s.chunk_pages, false, 0, big);
   r.integer(*t, w, "concurrency", s.concurrency, false, 1, big);
   r.integer(*t, w, "seed", s.seed, false, 0, std::numeric_limits<int64_t>::max());
+  if (auto* n = t->get("requests_per_second")) {
+    auto v = n->value<double>();  // an integer or a float
+    if (!v || !(*v > 0) || *v > 1e6)
+      r.fail(reader::line_of(*n), "requests_per_second in [workload] is " +
+                                      (v ? std::to_string(*v) : "a " + type_name(*n)) +
+                                      "; expected a number above 0 and at most 1000000");
+    else
+      s.requests_per_second = *v;
+  }
+  r.duration(*t, w, "progress", s.progress);
   if (r.text(*t, w, "model", s.model, true) && !apps::shape_named(s.model))
     r.fail(reader::line_of(*t->get("model")), "model = " + quoted(s.model) +
                                                   " is not a known model shape; expected one of " +
@@ -218,14 +228,31 @@ void read_workload(reader& r, const toml::table& root, cluster_spec& c) {
   c.workload = s;
 }
 
+/// A "processes" key: "per-node" or "per-rank".
+std::optional<process_mode> read_processes(reader& r, const toml::table& t,
+                                           std::string_view where) {
+  std::string text;
+  if (!r.text(t, where, "processes", text, false))
+    return std::nullopt;
+  auto m = parse_process_mode(text);
+  if (!m)
+    r.fail(reader::line_of(*t.get("processes")),
+           "processes = " + quoted(text) + " in " + std::string{where} +
+               " is not a process mode; expected \"per-node\" (all ranks of a node in its "
+               "process) or \"per-rank\" (one process per rank)");
+  return m;
+}
+
 void read_nodes(reader& r, const toml::table& root, cluster_spec& c) {
   std::map<std::string, uint32_t> seen;
   for (auto* t : r.tables(root, "node")) {
-    r.only(*t, "[[node]]", {"name", "host"});
+    r.only(*t, "[[node]]", {"name", "host", "status_port", "processes"});
     node_spec n;
     n.line = reader::line_of(*t);
     bool ok = r.text(*t, "[[node]]", "name", n.name, true);
     ok &= r.text(*t, "[[node]]", "host", n.host, true);
+    r.integer(*t, "[[node]]", "status_port", n.status_port, false, 0, 65535, &n.status_port_line);
+    n.processes = read_processes(r, *t, "[[node]]");
     if (!ok)
       continue;
     if (auto [it, fresh] = seen.emplace(n.name, n.line); !fresh) {
@@ -295,7 +322,25 @@ void read_instances(reader& r, const toml::table& root, cluster_spec& c) {
                "through its prefill); expected no bootstrap_port in a decode instance");
         ok = false;
       }
-      r.text(*t, w, "prefill", s.prefill, false);
+      if (auto* p = t->get("prefill")) {
+        if (auto* one = p->as_string()) {
+          s.prefills.push_back(one->get());
+        } else if (auto* many = p->as_array(); many && !many->empty()) {
+          for (auto& e : *many)
+            if (auto* str = e.as_string()) {
+              s.prefills.push_back(str->get());
+            } else {
+              r.fail(reader::line_of(e), "prefill of a decode instance lists a " + type_name(e) +
+                                             "; expected names of prefill instances");
+              ok = false;
+            }
+        } else {
+          r.fail(reader::line_of(*p), "prefill in [[instance]] is a " + type_name(*p) +
+                                          "; expected a prefill instance's name or a "
+                                          "non-empty list of them");
+          ok = false;
+        }
+      }
     }
     if (!ok || s.name.empty())
       continue;
@@ -325,31 +370,33 @@ void check_pairs(reader& r, const toml::table& root, cluster_spec& c) {
   for (auto& d : c.instances) {
     if (d.role != instance_role::decode)
       continue;
-    if (d.prefill.empty()) {
+    if (d.prefills.empty()) {
       if (prefills.size() != 1) {
         r.fail(d.line, "decode instance " + quoted(d.name) +
                            " names no prefill, and the file has " +
                            std::to_string(prefills.size()) +
-                           " prefill instances; expected prefill = \"NAME\"");
+                           " prefill instances; expected prefill = \"NAME\" or a list of names");
         continue;
       }
-      d.prefill = prefills.front()->name;
+      d.prefills.push_back(prefills.front()->name);
     }
-    auto* p = c.find_instance(d.prefill);
-    if (!p || p->role != instance_role::prefill) {
-      auto* t = table_of(d);
-      auto line = t && t->get("prefill") ? reader::line_of(*t->get("prefill")) : d.line;
-      r.fail(line, "prefill = " + quoted(d.prefill) + " of decode instance " + quoted(d.name) +
-                       " names no prefill instance");
-      continue;
-    }
-    if (auto bad = check_sizes({p->tp, p->pp}, {d.tp, d.pp})) {
-      auto* t = table_of(d);
-      auto line = t && t->get("tp") ? reader::line_of(*t->get("tp")) : d.line;
-      r.fail(line, "decode instance " + quoted(d.name) + " (TP " + std::to_string(d.tp) + " x PP " +
-                       std::to_string(d.pp) + ") cannot receive from prefill instance " +
-                       quoted(p->name) + " (TP " + std::to_string(p->tp) + " x PP " +
-                       std::to_string(p->pp) + "): " + *bad);
+    for (auto& name : d.prefills) {
+      auto* p = c.find_instance(name);
+      if (!p || p->role != instance_role::prefill) {
+        auto* t = table_of(d);
+        auto line = t && t->get("prefill") ? reader::line_of(*t->get("prefill")) : d.line;
+        r.fail(line, "prefill = " + quoted(name) + " of decode instance " + quoted(d.name) +
+                         " names no prefill instance");
+        continue;
+      }
+      if (auto bad = check_sizes({p->tp, p->pp}, {d.tp, d.pp})) {
+        auto* t = table_of(d);
+        auto line = t && t->get("tp") ? reader::line_of(*t->get("tp")) : d.line;
+        r.fail(line, "decode instance " + quoted(d.name) + " (TP " + std::to_string(d.tp) +
+                         " x PP " + std::to_string(d.pp) +
+                         ") cannot receive from prefill instance " + quoted(p->name) + " (TP " +
+                         std::to_string(p->tp) + " x PP " + std::to_string(p->pp) + "): " + *bad);
+      }
     }
   }
 }
@@ -390,6 +437,9 @@ void check_ports(reader& r, cluster_spec& c) {
                        ", already taken by " + it->second.what + " at line " +
                        std::to_string(it->second.line) + "; expected distinct ports per host");
   };
+  for (auto& n : c.nodes)
+    if (n.status_port != 0)
+      claim(n.host, n.status_port, "status_port of node " + quoted(n.name), n.status_port_line);
   for (auto& i : c.instances) {
     auto* n = c.find_node(i.node);
     if (!n)
@@ -422,11 +472,61 @@ const instance_spec* cluster_spec::find_instance(std::string_view name) const {
 }
 
 const instance_spec* cluster_spec::prefill_of(const instance_spec& d) const {
-  return find_instance(d.prefill);
+  return d.prefills.empty() ? nullptr : find_instance(d.prefills.front());
+}
+
+process_mode cluster_spec::processes_of(const node_spec& n) const {
+  return n.processes.value_or(processes);
+}
+
+const instance_spec* cluster_spec::decode_of(uint64_t room) const {
+  std::vector<const instance_spec*> decodes;
+  for (auto& i : instances)
+    if (i.role == instance_role::decode)
+      decodes.push_back(&i);
+  if (decodes.empty() || room == 0)
+    return nullptr;
+  return decodes[(room - 1) % decodes.size()];
+}
+
+const instance_spec* cluster_spec::source_of(uint64_t room) const {
+  auto* d = decode_of(room);
+  if (!d || d->prefills.empty())
+    return nullptr;
+  size_t decodes = 0;
+  for (auto& i : instances)
+    decodes += i.role == instance_role::decode;
+  // The k-th room of this decode instance goes to its k-th prefill, in turn.
+  auto k = (room - 1) / decodes;
+  return find_instance(d->prefills[k % d->prefills.size()]);
+}
+
+std::vector<uint64_t> cluster_spec::rooms_of(const instance_spec& i) const {
+  std::vector<uint64_t> out;
+  if (!workload)
+    return out;
+  for (uint64_t r = 1; r <= workload->requests; ++r) {
+    auto* mine = i.role == instance_role::decode ? decode_of(r) : source_of(r);
+    if (mine == &i)
+      out.push_back(r);
+  }
+  return out;
 }
 
 const char* to_string(instance_role r) {
   return r == instance_role::prefill ? "prefill" : "decode";
+}
+
+const char* to_string(process_mode m) {
+  return m == process_mode::per_node ? "per-node" : "per-rank";
+}
+
+std::optional<process_mode> parse_process_mode(std::string_view text) {
+  if (text == "per-node")
+    return process_mode::per_node;
+  if (text == "per-rank")
+    return process_mode::per_rank;
+  return std::nullopt;
 }
 
 std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text) {
@@ -472,9 +572,12 @@ cluster_parse parse_cluster(std::string_view text, const std::string& file) {
     return out;
   }
   reader r{file, out.errors};
-  r.only(root, "the file", {"transport", "deadlines", "heartbeat", "workload", "node", "instance"});
+  r.only(root, "the file",
+         {"transport", "processes", "deadlines", "heartbeat", "workload", "node", "instance"});
   cluster_spec c;
   c.file = file;
+  if (auto m = read_processes(r, root, "the file"))
+    c.processes = *m;
   if (auto* n = root.get("transport")) {
     r.text(root, "the file", "transport", c.transport, false);
     auto names = transport::backend_names();
@@ -503,15 +606,17 @@ cluster_parse parse_cluster(std::string_view text, const std::string& file) {
     check_ports(r, c);
   if (out.errors.empty() && c.workload)
     check_heads(r, root, c);
-  if (c.workload) {
-    size_t np = 0, nd = 0;
+  if (c.workload && out.errors.empty()) {
+    // Every instance must take part in the workload's rooms.
     for (auto& i : c.instances)
-      (i.role == instance_role::prefill ? np : nd)++;
-    if (out.errors.empty() && (np != 1 || nd != 1))
-      r.fail(c.workload->line,
-             "[workload] drives one prefill and one decode instance; the file has " +
-                 std::to_string(np) + " prefill and " + std::to_string(nd) +
-                 " decode instances (expected 1 and 1)");
+      if (c.rooms_of(i).empty())
+        r.fail(i.line, std::string{to_string(i.role)} + " instance " + quoted(i.name) +
+                           " gets none of the " + std::to_string(c.workload->requests) +
+                           " rooms of [workload] (at line " + std::to_string(c.workload->line) +
+                           ")" +
+                           (i.role == instance_role::prefill
+                                ? "; expected a decode instance that names it in prefill"
+                                : "; expected more requests"));
   }
   if (out.errors.empty())
     out.cluster = std::move(c);

@@ -17,11 +17,21 @@
 
 namespace kvferry::launch {
 
+/// How a node runs its ranks: all in the node's process, or one child
+/// process per rank (as a GPU server runs them), children of the node's
+/// kvferry-launch and killed with it.
+enum class process_mode { per_node, per_rank };
+
 /// A machine of the cluster: one kvferry-launch process runs there.
 struct node_spec {
   std::string name;
   std::string host;  ///< address the bootstrap and the data plane listen on
+  /// Where its status actor is published (kvferry-ctl reads it); 0: any free
+  /// port (kvferry-ctl cannot find it then).
+  uint16_t status_port = 0;
+  std::optional<process_mode> processes;  ///< overrides the file's
   uint32_t line = 0;
+  uint32_t status_port_line = 0;
 };
 
 enum class instance_role { prefill, decode };
@@ -38,17 +48,23 @@ struct instance_spec {
   uint16_t bootstrap_port = 0;
   /// First data plane port; rank i listens on data_port + i (0: any free one).
   uint16_t data_port = 0;
-  /// Decode: the prefill instance it receives from (may be left out when the
-  /// file has one prefill instance).
-  std::string prefill;
+  /// Decode: the prefill instances it receives from, a string or a list (may
+  /// be left out when the file has one prefill instance). With several, the
+  /// workload's rooms of this instance go to each in turn.
+  std::vector<std::string> prefills;
   uint32_t line = 0;  ///< of the [[instance]] header
   uint32_t bootstrap_port_line = 0;
   uint32_t data_port_line = 0;
 };
 
-/// Synthetic requests, driven on every instance as the demo does.
+/// Synthetic requests, driven on every instance as the demo does. Rooms
+/// 1..requests are routed as a router would: room r goes to decode instance
+/// (r - 1) mod D (in file order), and from there to the prefill instances it
+/// names in turn.
 struct workload_spec {
   uint32_t requests = 100;
+  double requests_per_second = 0;  ///< paced arrivals over the cluster; 0: as fast as possible
+  std::chrono::nanoseconds progress{std::chrono::seconds{5}};  ///< period of progress lines
   uint32_t min_tokens = 16;
   uint32_t max_tokens = 192;
   uint32_t page_size = 16;
@@ -64,15 +80,25 @@ struct workload_spec {
 struct cluster_spec {
   std::string file;               ///< as given, for messages
   std::string transport = "tcp";  ///< data plane backend (one that crosses processes)
-  deadlines limits;               ///< [deadlines] and [heartbeat]
+  process_mode processes = process_mode::per_node;
+  deadlines limits;  ///< [deadlines] and [heartbeat]
   std::vector<node_spec> nodes;
   std::vector<instance_spec> instances;
   std::optional<workload_spec> workload;
 
   const node_spec* find_node(std::string_view name) const;
   const instance_spec* find_instance(std::string_view name) const;
-  /// The prefill instance decode instance `d` receives from.
+  /// The first prefill instance decode instance `d` receives from.
   const instance_spec* prefill_of(const instance_spec& d) const;
+  /// How node `n` runs its ranks.
+  process_mode processes_of(const node_spec& n) const;
+
+  /// Workload routing: the decode instance of room `room` (1-based).
+  const instance_spec* decode_of(uint64_t room) const;
+  /// Workload routing: the prefill instance of room `room`.
+  const instance_spec* source_of(uint64_t room) const;
+  /// The rooms of the workload that instance `i` takes part in, ascending.
+  std::vector<uint64_t> rooms_of(const instance_spec& i) const;
 };
 
 /// A parsed file, or every error found in it ("FILE:LINE: reason").
@@ -89,6 +115,10 @@ cluster_parse load_cluster(const std::string& path);
 
 /// "prefill" or "decode".
 const char* to_string(instance_role r);
+
+/// "per-node" or "per-rank".
+const char* to_string(process_mode m);
+std::optional<process_mode> parse_process_mode(std::string_view text);
 
 /// Parses a duration such as "200ms", "20s", "5m", "500us" (nullopt if not one).
 std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text);

@@ -4,6 +4,10 @@
 //   kvferry-launch --cluster FILE --local       every node of FILE on this machine, one
 //                                               process each, and a summary
 //   kvferry-launch --cluster FILE --check       parse the file, print what it describes
+//   kvferry-launch --cluster FILE --list-nodes  one line per node: NAME HOST (for scripts)
+//
+// --processes=per-rank|per-node overrides the file's choice: one child process
+// per rank (killed with its node's process), or every rank in the node's.
 //
 // Errors in the file are refused before anything starts, one line each:
 // "FILE:LINE: reason". The exit code is 0 when every node succeeded, 1 when a
@@ -39,15 +43,40 @@ struct launch_config : kvferry::config {
   std::string node;
   bool local = false;
   bool check = false;
+  bool list_nodes = false;
   uint32_t local_timeout_s = 600;
   bool exit_with_parent = false;
+  std::string processes;
+  bool print_conclusions = false;
+  int64_t epoch_ns = 0;
+  std::string rank;
+  uint16_t status_port = 0;
+  uint16_t decider_port = 0;
+  int32_t parent_pid = 0;
 
   launch_config() {
+    // Per-rank processes learn of each other through third processes (a
+    // decider hears of prefill ranks from decode ranks in other processes):
+    // let the middleman connect them directly, or messages take routes
+    // through nodes that CAF 0.17 does not relay reliably.
+    set("middleman.enable-automatic-connections", true);
     opt_group{custom_options_, "global"}
         .add(cluster, "cluster", "the cluster file (TOML), see deploy/clusters/")
         .add(node, "node", "run the node of this name")
         .add(local, "local", "run every node of the file on this machine, one process each")
         .add(check, "check", "check the file and print what it describes, start nothing")
+        .add(list_nodes, "list-nodes", "print NAME HOST per node of the file, start nothing")
+        .add(processes, "processes",
+             "per-rank (one process per rank) or per-node (all ranks in one); overrides the file")
+        .add(print_conclusions, "print-conclusions",
+             "print when each rank concluded each room, and how")
+        .add(epoch_ns, "epoch-ns",
+             "paced workloads: the clock origin (ns since the Unix epoch) every node shares")
+        .add(rank, "rank", "internal (per-rank children): host rank INSTANCE/INDEX only")
+        .add(status_port, "status-port", "internal (per-rank children): the node's status port")
+        .add(decider_port, "decider-port", "internal (per-rank children): the decider's port")
+        .add(parent_pid, "parent-pid",
+             "internal: with --exit-with-parent, the parent that must still be alive")
         .add(local_timeout_s, "local-timeout", "--local: seconds before the nodes are killed")
         .add(exit_with_parent, "exit-with-parent",
              "--node: stop when the parent process exits (what --local passes)");
@@ -63,20 +92,36 @@ std::string self_path() {
 
 void print_summary(const cluster_spec& c) {
   std::cout << c.file << ": " << c.nodes.size() << " nodes, " << c.instances.size()
-            << " instances, " << c.transport << " data plane\n";
+            << " instances, " << c.transport << " data plane, " << to_string(c.processes)
+            << " processes\n";
+  for (auto& n : c.nodes) {
+    std::cout << "  node " << n.name << " on " << n.host << ": " << to_string(c.processes_of(n))
+              << " processes, status port ";
+    if (n.status_port != 0)
+      std::cout << n.status_port << "\n";
+    else
+      std::cout << "any free one (kvferry-ctl cannot find it)\n";
+  }
   for (auto& i : c.instances) {
     std::cout << "  " << i.name << ": " << to_string(i.role) << " TP " << i.tp << " x PP " << i.pp
               << " on node " << i.node << " (" << c.find_node(i.node)->host << ")";
     if (i.role == instance_role::prefill)
       std::cout << ", bootstrap port " << i.bootstrap_port;
-    else
-      std::cout << ", receives from " << i.prefill;
+    else {
+      std::cout << ", receives from ";
+      for (size_t k = 0; k < i.prefills.size(); ++k)
+        std::cout << (k ? ", " : "") << i.prefills[k];
+    }
     std::cout << "\n";
   }
   if (c.workload)
     std::cout << "  workload: " << c.workload->requests << " requests of " << c.workload->min_tokens
               << ".." << c.workload->max_tokens << " tokens, model " << c.workload->model
-              << ", page size " << c.workload->page_size << "\n";
+              << ", page size " << c.workload->page_size
+              << (c.workload->requests_per_second > 0
+                      ? ", " + std::to_string(c.workload->requests_per_second) + " per second"
+                      : std::string{", as fast as possible"})
+              << "\n";
 }
 
 /// True once process `pid` (a child, not yet reaped) has exited: a zombie.
@@ -103,6 +148,11 @@ void print_output(const std::string& node, const std::string& text) {
 /// (each until its bootstraps listen), then the others.
 int run_local(const launch_config& cfg, const cluster_spec& c) {
   auto exe = self_path();
+  // One clock origin for the paced workload of every node.
+  auto epoch = cfg.epoch_ns != 0 ? cfg.epoch_ns
+                                 : std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count();
   struct child {
     std::string node;
     std::unique_ptr<apps::child_process> proc;
@@ -120,8 +170,17 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
     for (auto& n : c.nodes) {
       if (failed || hosts_prefill(n) != first)
         continue;
-      std::vector<std::string> argv{exe, "--cluster=" + cfg.cluster, "--node=" + n.name,
-                                    "--kvferry.log-level=" + cfg.log_level, "--exit-with-parent"};
+      std::vector<std::string> argv{exe,
+                                    "--cluster=" + cfg.cluster,
+                                    "--node=" + n.name,
+                                    "--kvferry.log-level=" + cfg.log_level,
+                                    "--exit-with-parent",
+                                    "--parent-pid=" + std::to_string(::getpid()),
+                                    "--epoch-ns=" + std::to_string(epoch)};
+      if (!cfg.processes.empty())
+        argv.push_back("--processes=" + cfg.processes);
+      if (cfg.print_conclusions)
+        argv.push_back("--print-conclusions");
       children.push_back({n.name, std::make_unique<apps::child_process>(argv)});
       auto& ch = children.back();
       for (auto& i : c.instances) {
@@ -193,7 +252,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if ((a == "--cluster" || a == "--node" || a == "--local-timeout") && i + 1 < argc)
+    if ((a == "--cluster" || a == "--node" || a == "--local-timeout" || a == "--processes") &&
+        i + 1 < argc)
       a += "=" + std::string{argv[++i]};
     args.push_back(std::move(a));
   }
@@ -204,11 +264,20 @@ int main(int argc, char** argv) {
   }
   if (cfg.cli_helptext_printed)
     return 0;
-  if (cfg.cluster.empty() || (cfg.node.empty() && !cfg.local && !cfg.check) ||
+  if (cfg.cluster.empty() || (cfg.node.empty() && !cfg.local && !cfg.check && !cfg.list_nodes) ||
       (!cfg.node.empty() && cfg.local)) {
-    std::cerr << "kvferry-launch: expected --cluster=FILE with one of --node=NAME, --local or "
-                 "--check\n";
+    std::cerr << "kvferry-launch: expected --cluster=FILE with one of --node=NAME, --local, "
+                 "--check or --list-nodes\n";
     return 2;
+  }
+  node_options opts;
+  if (!cfg.processes.empty()) {
+    opts.processes = parse_process_mode(cfg.processes);
+    if (!opts.processes) {
+      std::cerr << "kvferry-launch: --processes=" << cfg.processes
+                << " is not a process mode; expected per-rank or per-node\n";
+      return 2;
+    }
   }
   auto parsed = load_cluster(cfg.cluster);
   if (!parsed.cluster) {
@@ -223,11 +292,28 @@ int main(int argc, char** argv) {
     print_summary(c);
     return 0;
   }
+  if (cfg.list_nodes) {
+    for (auto& n : c.nodes)
+      std::cout << n.name << " " << n.host << "\n";
+    return 0;
+  }
   if (cfg.local)
     return run_local(cfg, c);
-  if (cfg.exit_with_parent)
+  if (cfg.exit_with_parent) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    // The parent may have gone between its fork and this prctl.
+    if (cfg.parent_pid != 0 && ::getppid() != cfg.parent_pid)
+      return 1;
+  }
   set_log_level(cfg.log_level);
+  opts.print_conclusions = cfg.print_conclusions;
+  opts.epoch_ns = cfg.epoch_ns;
+  opts.rank = cfg.rank;
+  opts.parent_status_port = cfg.status_port;
+  opts.decider_port = cfg.decider_port;
+  opts.exe = self_path();
+  opts.cluster_path = cfg.cluster;
+  opts.log_level = cfg.log_level;
   caf::actor_system sys{cfg};
-  return run_node(sys, c, cfg.node, std::cout, std::cerr);
+  return run_node(sys, c, cfg.node, opts, std::cout, std::cerr);
 }

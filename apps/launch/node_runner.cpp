@@ -2,9 +2,12 @@
 
 #include <chrono>
 #include <csignal>
+#include <fstream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <ostream>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -17,41 +20,40 @@
 #include "actors/bootstrap/bootstrap_actor.hpp"
 #include "actors/decision/decider_actor.hpp"
 #include "actors/facade/runtime.hpp"
+#include "actors/log.hpp"
+#include "apps/common/child_process.hpp"
 #include "apps/common/host_pool.hpp"
 #include "apps/common/hosted_ranks.hpp"
 #include "apps/common/scheduler_driver.hpp"
+#include "apps/launch/status_actor.hpp"
+#include "messages/type_ids.hpp"
 
 namespace kvferry::launch {
 
 namespace {
 
-using apps::model_shape;
+using clock_type = std::chrono::steady_clock;
 
-apps::workload workload_of(const workload_spec& s) {
-  apps::workload w;
-  w.seed = s.seed;
-  w.rooms = s.requests;
-  w.min_tokens = s.min_tokens;
-  w.max_tokens = s.max_tokens;
-  w.chunk_pages = s.chunk_pages;
-  w.concurrency = s.concurrency;
-  return w;
+int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string at(const cluster_spec& c, uint32_t line) {
   return c.file + ":" + std::to_string(line) + ": ";
 }
 
-/// The ranks of one instance in this process.
+/// The ranks of one instance this process hosts (all of them per node, one
+/// in a per-rank child, none in a per-rank node process).
 struct running_instance {
   const instance_spec* spec = nullptr;
   apps::hosted_ranks hosted;
-  bootstrap_actor boot;      // prefill
-  decider_actor dec;         // decode
-  bootstrap_locator source;  // decode: where its prefill's bootstrap is
+  std::vector<uint32_t> indices;  // of the hosted ranks
+  bootstrap_actor boot;           // prefill, in the node process
+  decider_actor dec;              // decode, in the node process
+  uint16_t decider_port = 0;      // decode, per-rank: where the children find it
   std::optional<apps::run_report> report;
-
-  apps::instance_ranks view() const { return hosted.view(); }
 
   void stop() {
     hosted.stop();
@@ -62,14 +64,26 @@ struct running_instance {
   }
 };
 
-/// Starts every rank of `inst` (and its bootstrap or decider); false with
-/// the reason printed.
-bool start(caf::actor_system& sys, const cluster_spec& c, const node_spec& node,
-           const workload_spec& ws, running_instance& inst, std::ostream& out, std::ostream& err) {
+/// Serializes the lines the drivers' threads print.
+struct printer {
+  std::ostream& out;
+  std::mutex mu;
+  void line(const std::string& text) {
+    std::lock_guard<std::mutex> guard{mu};
+    out << text << std::endl;
+  }
+};
+
+bootstrap_locator bootstrap_of(const cluster_spec& c, const instance_spec& prefill) {
+  return bootstrap_locator{{}, c.find_node(prefill.node)->host, prefill.bootstrap_port};
+}
+
+/// Spawns and publishes the bootstrap (prefill) or spawns the decider
+/// (decode; published too when its ranks live in child processes).
+bool start_coordinator(caf::actor_system& sys, const cluster_spec& c, const node_spec& node,
+                       bool per_rank, running_instance& inst, printer& p, std::ostream& err) {
   auto& s = *inst.spec;
-  bool prefill = s.role == instance_role::prefill;
-  bootstrap_locator where{{}, node.host, s.bootstrap_port};
-  if (prefill) {
+  if (s.role == instance_role::prefill) {
     inst.boot = sys.spawn(bootstrap, s.name, fresh_generation());
     auto port = sys.middleman().publish(inst.boot, s.bootstrap_port, node.host.c_str(), true);
     if (!port) {
@@ -79,18 +93,34 @@ bool start(caf::actor_system& sys, const cluster_spec& c, const node_spec& node,
           << "); expected a free port on this host\n";
       return false;
     }
-    out << "bootstrap of " << s.name << " listening on " << node.host << ":" << *port << std::endl;
-  } else {
-    auto* p = c.prefill_of(s);
-    auto* pn = c.find_node(p->node);
-    inst.source = bootstrap_locator{{}, pn->host, p->bootstrap_port};
-    inst.dec = sys.spawn(decider, s.name, s.tp, s.pp, fresh_generation(), c.limits);
+    p.line("bootstrap of " + s.name + " listening on " + node.host + ":" + std::to_string(*port));
+    return true;
   }
+  inst.dec = sys.spawn(decider, s.name, s.tp, s.pp, fresh_generation(), c.limits);
+  if (per_rank) {
+    auto port = sys.middleman().publish(inst.dec, 0, node.host.c_str(), true);
+    if (!port) {
+      err << at(c, node.line) << "node \"" << node.name << "\": cannot publish the decider of \""
+          << s.name << "\" on " << node.host << " (" << sys.render(port.error()) << ")\n";
+      return false;
+    }
+    inst.decider_port = *port;
+  }
+  return true;
+}
+
+/// Starts the ranks `indices` of `inst` in this process.
+bool start_ranks_here(caf::actor_system& sys, const cluster_spec& c, const node_spec& node,
+                      const node_options& opts, running_instance& inst, printer& p,
+                      std::ostream& err) {
+  auto& s = *inst.spec;
+  auto ws = c.workload.value_or(workload_spec{});
   apps::ranks_spec spec;
-  spec.side = prefill ? role::prefill : role::decode;
+  spec.side = s.role == instance_role::prefill ? role::prefill : role::decode;
   spec.instance = s.name;
   spec.tp = s.tp;
   spec.pp = s.pp;
+  spec.hosted = {inst.indices.begin(), inst.indices.end()};
   // The parser admitted only known names.
   spec.shape = apps::shape_named(ws.model).value_or(apps::llama_7b());
   spec.page_size = ws.page_size;
@@ -100,10 +130,12 @@ bool start(caf::actor_system& sys, const cluster_spec& c, const node_spec& node,
   spec.listen_host = node.host;
   spec.first_data_port = s.data_port;
   spec.limits = c.limits;
-  if (prefill)
-    spec.bootstrap = where;
-  else
+  if (s.role == instance_role::prefill)
+    spec.bootstrap = bootstrap_of(c, s);
+  else if (inst.dec)
     spec.decider = decider_locator{inst.dec, "", 0};
+  else
+    spec.decider = decider_locator{{}, node.host, opts.decider_port};
   auto made = apps::start_ranks(sys, spec);
   if (!made) {
     err << at(c, s.data_port != 0 ? s.data_port_line : s.line) << "instance \"" << s.name
@@ -111,17 +143,20 @@ bool start(caf::actor_system& sys, const cluster_spec& c, const node_spec& node,
     return false;
   }
   inst.hosted = std::move(*made);
-  out << s.name << ": " << to_string(s.role) << " TP " << s.tp << " x PP " << s.pp << ", "
-      << inst.hosted.ranks.size() << " ranks on " << c.transport << " ("
-      << inst.hosted.ranks.front()->data_endpoint() << (inst.hosted.ranks.size() > 1 ? ", ..." : "")
-      << ")" << std::endl;
+  std::string endpoints;
+  for (auto& r : inst.hosted.ranks)
+    endpoints += (endpoints.empty() ? "" : ", ") + r->data_endpoint();
+  p.line(s.name + ": " + to_string(s.role) + " TP " + std::to_string(s.tp) + " x PP " +
+         std::to_string(s.pp) + ", " + std::to_string(inst.hosted.ranks.size()) +
+         (inst.hosted.ranks.size() == 1 ? " rank" : " ranks") + " here on " + c.transport + " (" +
+         endpoints + ")");
   return true;
 }
 
 /// Waits until something accepts TCP connections at host:port (a decode node
 /// may start before its prefill node); false after `timeout`.
 bool wait_reachable(const std::string& host, uint16_t port, std::chrono::nanoseconds timeout) {
-  auto until = std::chrono::steady_clock::now() + timeout;
+  auto until = clock_type::now() + timeout;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -142,11 +177,20 @@ bool wait_reachable(const std::string& host, uint16_t port, std::chrono::nanosec
         return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds{200});
-  } while (std::chrono::steady_clock::now() < until);
+  } while (clock_type::now() < until);
   return false;
 }
 
-/// Blocks until SIGINT or SIGTERM.
+/// Blocks SIGINT and SIGTERM in this thread and the threads it starts (CAF's),
+/// so that wait_for_signal() takes them.
+void block_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
 void wait_for_signal() {
   sigset_t set;
   sigemptyset(&set);
@@ -156,10 +200,245 @@ void wait_for_signal() {
   sigwait(&set, &sig);
 }
 
+/// One report per hosted rank of `inst`, sent to the node's status actor.
+void report_to(const status_actor& status, const running_instance& inst, const apps::run_report* r,
+               uint32_t rooms, bool finished) {
+  if (!status)
+    return;
+  for (size_t k = 0; k < inst.hosted.ranks.size(); ++k) {
+    auto& rt = *inst.hosted.ranks[k];
+    rank_report rep;
+    rep.instance = inst.spec->name;
+    rep.role = to_string(inst.spec->role);
+    rep.index = inst.indices[k];
+    rep.rank = to_string(rt.rank());
+    rep.pid = static_cast<int32_t>(::getpid());
+    rep.endpoint = rt.data_endpoint();
+    rep.actor = inst.spec->role == instance_role::prefill
+                    ? caf::actor_cast<caf::strong_actor_ptr>(rt.prefill())
+                    : caf::actor_cast<caf::strong_actor_ptr>(rt.decode());
+    rep.rooms = rooms;
+    rep.finished = finished;
+    if (r) {
+      rep.success = r->success;
+      rep.failed = r->failed;
+      rep.in_flight = r->now;
+      for (auto& [code, n] : r->failures)
+        rep.failures.push_back(code + ": " + std::to_string(n) + " rooms");
+      for (auto& e : r->first_errors)
+        rep.failures.push_back(e);
+    }
+    caf::anon_send(status, std::move(rep));
+  }
+}
+
+std::string progress_line(const std::string& name, const apps::run_report& r) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(1);
+  os << "progress: " << name << ": " << (r.success + r.failed) << "/" << r.rooms
+     << " rooms concluded (" << r.success << " Success, " << r.failed << " Failed), in flight:";
+  if (r.now.empty())
+    os << " none";
+  for (auto& [state, n] : r.now)
+    os << " " << state << "=" << n;
+  os << ", " << r.seconds << " s";
+  return os.str();
+}
+
+/// Drives the workload's rooms of `inst` on the ranks this process hosts.
+void drive(const cluster_spec& c, const node_options& opts, int64_t epoch, running_instance& inst,
+           const status_actor& status, printer& p) {
+  auto& ws = *c.workload;
+  apps::workload w;
+  w.seed = ws.seed;
+  w.min_tokens = ws.min_tokens;
+  w.max_tokens = ws.max_tokens;
+  w.chunk_pages = ws.chunk_pages;
+  w.concurrency = ws.concurrency;
+  w.first_room = 1;
+  w.ids = c.rooms_of(*inst.spec);
+  w.rooms = static_cast<uint32_t>(w.ids.size());
+  if (ws.requests_per_second > 0) {
+    w.interval_us = static_cast<uint32_t>(1e6 / ws.requests_per_second);
+    w.epoch_ns = epoch;
+  }
+  w.record_conclusions = opts.print_conclusions;
+  auto last_line = clock_type::now();
+  auto name = inst.spec->name;
+  if (!opts.rank.empty())
+    name = opts.rank;
+  w.on_progress = [&, name](const apps::run_report& r) {
+    report_to(status, inst, &r, w.rooms, false);
+    if (clock_type::now() - last_line >= ws.progress) {
+      last_line = clock_type::now();
+      p.line(progress_line(name, r));
+    }
+  };
+  if (inst.spec->role == instance_role::prefill) {
+    inst.report = apps::drive_prefill(inst.hosted.view(), w);
+  } else {
+    auto where_of = [&c](uint64_t room) { return bootstrap_of(c, *c.source_of(room)); };
+    inst.report = apps::drive_decode(inst.hosted.view(), w, where_of);
+  }
+  report_to(status, inst, &*inst.report, w.rooms, true);
+  std::string text = name + " " + inst.report->to_text(to_string(inst.spec->role));
+  for (auto& cn : inst.report->conclusions)
+    text += "\nconclusion " + to_string(inst.hosted.ranks[cn.rank]->rank()) + " room " +
+            std::to_string(cn.room) + " " + to_string(cn.state) + " " + std::to_string(cn.at_ns) +
+            " " + (cn.why.empty() ? "-" : cn.why);
+  p.line(text);
+}
+
+/// A per-rank child of this node process.
+struct rank_child {
+  std::string name;  // INSTANCE/INDEX
+  std::unique_ptr<apps::child_process> proc;
+  size_t printed = 0;
+  bool done = false;
+  int rc = -1;
+};
+
+/// Prints what the child printed since last time, each line prefixed.
+void relay(rank_child& ch, printer& p, bool all) {
+  auto& text = ch.proc->output();
+  auto end = all ? text.size() : text.rfind('\n') + 1;
+  if (!all && text.rfind('\n') == std::string::npos)
+    return;
+  while (ch.printed < end) {
+    auto nl = text.find('\n', ch.printed);
+    auto stop = nl == std::string::npos || nl >= end ? end : nl;
+    p.line("[" + ch.name + "] " + text.substr(ch.printed, stop - ch.printed));
+    ch.printed = stop + 1;
+  }
+  ch.printed = std::max(ch.printed, end);
+}
+
+/// Starts one child per rank of `inst`; false (children so far kept) when
+/// one did not come up.
+bool start_children(const cluster_spec& c, const node_spec& node, const node_options& opts,
+                    uint16_t status_port, int64_t epoch, running_instance& inst,
+                    std::vector<rank_child>& out, printer& p, std::ostream& err) {
+  auto& s = *inst.spec;
+  for (uint32_t k = 0; k < s.tp * s.pp; ++k) {
+    auto name = s.name + "/" + std::to_string(k);
+    std::vector<std::string> argv{opts.exe,
+                                  "--cluster=" + opts.cluster_path,
+                                  "--node=" + node.name,
+                                  "--rank=" + name,
+                                  "--status-port=" + std::to_string(status_port),
+                                  "--epoch-ns=" + std::to_string(epoch),
+                                  "--parent-pid=" + std::to_string(::getpid()),
+                                  "--kvferry.log-level=" + opts.log_level,
+                                  "--exit-with-parent"};
+    if (inst.decider_port != 0)
+      argv.push_back("--decider-port=" + std::to_string(inst.decider_port));
+    if (opts.print_conclusions)
+      argv.push_back("--print-conclusions");
+    out.push_back({name, std::make_unique<apps::child_process>(argv)});
+    auto& ch = out.back();
+    auto want = "rank " + name + " up";
+    auto up = ch.proc->wait_for_line(
+        [&](const std::string& l) { return l.find(want) != std::string::npos; },
+        std::chrono::seconds{30});
+    relay(ch, p, false);
+    if (!up) {
+      ch.rc = ch.proc->wait(std::chrono::seconds{2});
+      relay(ch, p, true);
+      ch.done = true;
+      err << at(c, s.line) << "rank " << name << " of node \"" << node.name
+          << "\" did not come up (exit " << ch.rc << ")\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+/// True once process `pid` (a child, not yet reaped) has exited: a zombie.
+bool exited(int pid) {
+  std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string line;
+  std::getline(stat, line);
+  auto paren = line.rfind(')');
+  return paren == std::string::npos || (paren + 2 < line.size() && line[paren + 2] == 'Z');
+}
+
+/// Relays the children's output until each has exited; the OR of their codes.
+int wait_children(std::vector<rank_child>& children, printer& p) {
+  int rc = 0;
+  for (size_t left = children.size(); left > 0;) {
+    left = 0;
+    for (auto& ch : children) {
+      if (ch.done)
+        continue;
+      ch.proc->wait_for_line([](const std::string&) { return false; },
+                             std::chrono::milliseconds{20});
+      relay(ch, p, false);
+      if (exited(ch.proc->pid())) {
+        ch.rc = ch.proc->wait(std::chrono::seconds{10});
+        relay(ch, p, true);
+        ch.done = true;
+        p.line("rank " + ch.name + " exited with " + std::to_string(ch.rc));
+      } else {
+        ++left;
+      }
+    }
+  }
+  for (auto& ch : children)
+    rc |= ch.rc == 0 ? 0 : 1;
+  return rc;
+}
+
+/// A per-rank child: hosts rank opts.rank of its instance, reports to the
+/// node's status actor, drives the rank's share of the workload.
+int run_rank_child(caf::actor_system& sys, const cluster_spec& c, const node_spec& node,
+                   const node_options& opts, printer& p, std::ostream& err) {
+  auto slash = opts.rank.rfind('/');
+  auto* s = slash == std::string::npos ? nullptr : c.find_instance(opts.rank.substr(0, slash));
+  if (!s || s->node != node.name) {
+    err << c.file << ": --rank=" << opts.rank << " names no instance of node " << node.name
+        << "; expected INSTANCE/INDEX\n";
+    return 2;
+  }
+  running_instance inst;
+  inst.spec = s;
+  inst.indices = {static_cast<uint32_t>(std::stoul(opts.rank.substr(slash + 1)))};
+  if (!c.workload)
+    block_signals();
+  status_actor status;
+  if (opts.parent_status_port != 0) {
+    auto found = sys.middleman().remote_actor<status_actor>(node.host, opts.parent_status_port);
+    if (found)
+      status = *found;
+    else
+      err << "kvferry-launch: rank " << opts.rank << ": no status actor at " << node.host << ":"
+          << opts.parent_status_port << " (" << sys.render(found.error()) << ")\n";
+  }
+  int rc = 0;
+  try {
+    if (!start_ranks_here(sys, c, node, opts, inst, p, err))
+      return 1;
+    report_to(status, inst, nullptr, 0, false);
+    p.line("rank " + opts.rank + " up on " + inst.hosted.ranks.front()->data_endpoint() + " (pid " +
+           std::to_string(::getpid()) + ")");
+    if (c.workload) {
+      drive(c, opts, opts.epoch_ns, inst, status, p);
+      rc = inst.report->ok() ? 0 : 1;
+    } else {
+      wait_for_signal();
+    }
+  } catch (const std::exception& e) {
+    err << "kvferry-launch: rank " << opts.rank << ": " << e.what() << "\n";
+    rc = 1;
+  }
+  inst.stop();
+  return rc;
+}
+
 }  // namespace
 
 int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& node,
-             std::ostream& out, std::ostream& err) {
+             const node_options& opts, std::ostream& out, std::ostream& err) {
   auto* n = c.find_node(node);
   if (!n) {
     std::string known;
@@ -169,69 +448,101 @@ int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& n
         << known << "\n";
     return 2;
   }
-  // Without a workload the pools take the workload's defaults: an embedding
-  // scheduler brings its own pools, this is a node to try the wiring on.
-  auto ws = c.workload.value_or(workload_spec{});
+  printer p{out, {}};
+  if (!opts.rank.empty())
+    return run_rank_child(sys, c, *n, opts, p, err);
+  auto mode = opts.processes.value_or(c.processes_of(*n));
+  bool per_rank = mode == process_mode::per_rank;
   // Prefill first, so a node that hosts both serves its own decode.
   std::vector<running_instance> insts;
+  std::vector<std::string> expected;
   for (auto r : {instance_role::prefill, instance_role::decode})
     for (auto& i : c.instances)
-      if (i.node == node && i.role == r)
-        insts.emplace_back().spec = &i;
+      if (i.node == node && i.role == r) {
+        auto& ri = insts.emplace_back();
+        ri.spec = &i;
+        for (uint32_t k = 0; k < i.tp * i.pp; ++k) {
+          expected.push_back(i.name + "/" + std::to_string(k));
+          if (!per_rank)
+            ri.indices.push_back(k);
+        }
+      }
   if (insts.empty()) {
     err << at(c, n->line) << "node \"" << node << "\" runs no [[instance]]\n";
     return 2;
   }
-  if (!c.workload) {
-    // Block the signals before CAF's threads could take them.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  if (!c.workload)
+    block_signals();  // before CAF's threads could take them
+  auto epoch = opts.epoch_ns != 0 ? opts.epoch_ns : wall_ns();
+  auto status = sys.spawn(node_status_actor, node, std::string{to_string(mode)}, expected);
+  auto status_port = sys.middleman().publish(status, n->status_port, n->host.c_str(), true);
+  if (!status_port) {
+    err << at(c, n->status_port_line ? n->status_port_line : n->line)
+        << "status_port = " << n->status_port << " of node \"" << node << "\": cannot listen on "
+        << n->host << ":" << n->status_port << " (" << sys.render(status_port.error())
+        << "); expected a free port on this host\n";
+    caf::anon_send_exit(status, caf::exit_reason::kill);
+    return 1;
   }
+  p.line("status of node " + node + " listening on " + n->host + ":" +
+         std::to_string(*status_port) + " (" + to_string(mode) + " processes)");
   int rc = 0;
+  std::vector<rank_child> children;
   try {
-    for (auto& i : insts)
-      if (!start(sys, c, *n, ws, i, out, err)) {
+    for (auto& i : insts) {
+      if (!start_coordinator(sys, c, *n, per_rank, i, p, err) ||
+          (!per_rank && !start_ranks_here(sys, c, *n, opts, i, p, err))) {
         rc = 1;
         break;
       }
+      if (!per_rank)
+        report_to(status, i, nullptr, 0, false);
+    }
     for (auto& i : insts)
-      if (rc == 0 && i.spec->role == instance_role::decode &&
-          !wait_reachable(i.source.host, i.source.port, c.limits.bootstrapping)) {
-        auto* p = c.prefill_of(*i.spec);
-        err << at(c, p->bootstrap_port_line) << "the bootstrap of \"" << p->name << "\" at "
-            << i.source.host << ":" << i.source.port << " did not answer within the bootstrap "
-            << "deadline; expected its node to be running\n";
-        rc = 1;
-      }
-    if (rc == 0 && c.workload) {
-      auto w = workload_of(*c.workload);
+      if (rc == 0 && i.spec->role == instance_role::decode)
+        for (auto& name : i.spec->prefills) {
+          auto* pi = c.find_instance(name);
+          auto where = bootstrap_of(c, *pi);
+          if (!wait_reachable(where.host, where.port, c.limits.bootstrapping)) {
+            err << at(c, pi->bootstrap_port_line) << "the bootstrap of \"" << pi->name << "\" at "
+                << where.host << ":" << where.port << " did not answer within the bootstrap "
+                << "deadline; expected its node to be running\n";
+            rc = 1;
+          }
+        }
+    if (rc == 0 && per_rank)
+      for (auto& i : insts)
+        if (!start_children(c, *n, opts, *status_port, epoch, i, children, p, err)) {
+          rc = 1;
+          break;
+        }
+    if (rc == 0 && per_rank && c.workload) {
+      rc = wait_children(children, p);
+    } else if (rc == 0 && c.workload) {
       std::vector<std::thread> drivers;
       for (auto& i : insts)
-        drivers.emplace_back([&i, &w] {
-          i.report = i.spec->role == instance_role::prefill
-                         ? apps::drive_prefill(i.view(), w)
-                         : apps::drive_decode(i.view(), w, i.source);
-        });
+        drivers.emplace_back([&, ip = &i] { drive(c, opts, epoch, *ip, status, p); });
       for (auto& d : drivers)
         d.join();
-      for (auto& i : insts) {
-        out << i.spec->name << " " << i.report->to_text(to_string(i.spec->role)) << "\n";
+      for (auto& i : insts)
         rc |= i.report->ok() ? 0 : 1;
-      }
-      out.flush();
     } else if (rc == 0) {
-      out << "node " << node << " serving; SIGINT or SIGTERM stops it" << std::endl;
+      p.line("node " + node + " serving; SIGINT or SIGTERM stops it");
       wait_for_signal();
     }
   } catch (const std::exception& e) {
     err << "kvferry-launch: node " << node << ": " << e.what() << "\n";
     rc = 1;
   }
+  for (auto& ch : children)
+    if (!ch.done) {
+      ::kill(ch.proc->pid(), SIGTERM);
+      ch.proc->wait(std::chrono::seconds{10});
+      relay(ch, p, true);
+    }
   for (auto& i : insts)
     i.stop();
+  caf::anon_send_exit(status, caf::exit_reason::kill);
   return rc;
 }
 

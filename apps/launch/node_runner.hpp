@@ -1,12 +1,17 @@
-// What one node of a cluster file runs, in one process: the bootstrap of each
-// prefill instance it hosts (published on the node's host at the file's
-// port), the decider of each decode instance, one runtime per rank of every
-// instance, and, when the file has a workload, the synthetic scheduler on
-// each instance (apps/common/scheduler_driver.hpp), which checks every byte
-// and reports. kvferry-launch --cluster FILE --node NAME calls run_node().
+// What one node of a cluster file runs: the bootstrap of each prefill
+// instance it hosts (published on the node's host at the file's port), the
+// decider of each decode instance, a status actor (published on the node's
+// status port, read by kvferry-ctl), and the ranks of every instance: all in
+// this process (per-node), or one child process per rank (per-rank, as a GPU
+// server runs them; the children die with this process). With a workload,
+// the synthetic scheduler (apps/common/scheduler_driver.hpp) drives each
+// instance's share of the rooms, checks every byte, prints progress and a
+// report. kvferry-launch --cluster FILE --node NAME calls run_node().
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 
 #include <caf/actor_system.hpp>
@@ -14,6 +19,23 @@
 #include "apps/launch/cluster_file.hpp"
 
 namespace kvferry::launch {
+
+/// What the command line adds to the file.
+struct node_options {
+  std::optional<process_mode> processes;  ///< overrides the file's
+  bool print_conclusions = false;         ///< one line per rank and room
+  /// Paced workloads: the clock origin every node shares (0: this node's start).
+  int64_t epoch_ns = 0;
+  /// Per-rank children (set by their node process): the rank to host,
+  /// "INSTANCE/INDEX", the node's status port and the instance's decider port.
+  std::string rank;
+  uint16_t parent_status_port = 0;
+  uint16_t decider_port = 0;
+  /// For starting children: this binary, the file as given, the log level.
+  std::string exe;
+  std::string cluster_path;
+  std::string log_level = "warn";
+};
 
 /// Runs node `node` of `c` on `sys` (whose config is a kvferry::config).
 /// With a workload, returns once every room concluded: 0 when every room
@@ -23,6 +45,6 @@ namespace kvferry::launch {
 /// line, and return 2 (the file) or 1 (the system). Prints "bootstrap of
 /// INSTANCE listening on HOST:PORT" per prefill instance once it is published.
 int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& node,
-             std::ostream& out, std::ostream& err);
+             const node_options& opts, std::ostream& out, std::ostream& err);
 
 }  // namespace kvferry::launch

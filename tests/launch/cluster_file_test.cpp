@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "apps/launch/cluster_file.hpp"
@@ -94,7 +95,7 @@ TEST_CASE("cluster file: a good file parses into nodes and instances and deadlin
   CHECK(c.instances[0].bootstrap_port == 17000);
   CHECK(c.instances[0].data_port == 18000);
   CHECK(c.instances[1].role == instance_role::decode);
-  CHECK(c.instances[1].prefill == "prefill-0");  // the one prefill instance
+  CHECK(c.instances[1].prefills == std::vector<std::string>{"prefill-0"});  // the one prefill
   CHECK(c.limits.bootstrapping == std::chrono::seconds{20});
   CHECK(c.limits.transferring == std::chrono::milliseconds{1500});
   CHECK(c.limits.heartbeat == std::chrono::milliseconds{200});
@@ -105,7 +106,8 @@ TEST_CASE("cluster file: a good file parses into nodes and instances and deadlin
 }
 
 TEST_CASE("cluster file: the examples of deploy/clusters parse", "[launch]") {
-  auto file = GENERATE(as<std::string>{}, "1p1d.toml", "tp4-to-tp2.toml", "tp2-to-tp4.toml");
+  auto file = GENERATE(as<std::string>{}, "1p1d.toml", "tp4-to-tp2.toml", "tp2-to-tp4.toml",
+                       "2p4d.toml", "netns-3node.toml");
   auto p = load_cluster(std::string{KVFERRY_SOURCE_DIR} + "/deploy/clusters/" + file);
   for (auto& e : p.errors)
     UNSCOPED_INFO(e);
@@ -249,4 +251,99 @@ TEST_CASE("cluster file: durations take ns us ms s and min", "[launch]") {
   CHECK_FALSE(parse_duration("20"));
   CHECK_FALSE(parse_duration("s"));
   CHECK_FALSE(parse_duration("20 s"));
+}
+
+TEST_CASE("cluster file: process modes come from the file and each node", "[launch]") {
+  auto text = with("transport = \"tcp\"\n", "transport = \"tcp\"\nprocesses = \"per-rank\"\n");
+  text =
+      with("name = \"d\"\n", "name = \"d\"\nprocesses = \"per-node\"\nstatus_port = 17100\n", text);
+  auto p = parse_cluster(text, "c.toml");
+  for (auto& e : p.errors)
+    UNSCOPED_INFO(e);
+  REQUIRE(p.cluster);
+  auto& c = *p.cluster;
+  CHECK(c.processes_of(*c.find_node("p")) == process_mode::per_rank);
+  CHECK(c.processes_of(*c.find_node("d")) == process_mode::per_node);
+  CHECK(c.find_node("d")->status_port == 17100);
+}
+
+TEST_CASE("cluster file: the keys of the launcher options are refused with their message",
+          "[launch]") {
+  SECTION("a process mode") {
+    auto text = with("name = \"p\"\n", "name = \"p\"\nprocesses = \"per-gpu\"\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "per-gpu"))));
+    CHECK_THAT(e, Catch::Contains("processes = \"per-gpu\" in [[node]] is not a process mode; "
+                                  "expected \"per-node\""));
+  }
+  SECTION("a status port taken by a bootstrap on the same host") {
+    auto text = with("name = \"p\"\n", "name = \"p\"\nstatus_port = 17000\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "bootstrap_port = 17000"))));
+    CHECK_THAT(e, Catch::Contains("already taken by status_port of node \"p\""));
+  }
+  SECTION("an unknown node key lists the node keys") {
+    auto e = one_error(with("name = \"p\"\n", "name = \"p\"\ngpus = 8\n"));
+    CHECK_THAT(e, Catch::Contains("expected one of name, host, status_port, processes"));
+  }
+  SECTION("a request rate that is not positive") {
+    auto text = with("requests = 10\n", "requests = 10\nrequests_per_second = 0\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "requests_per_second"))));
+    CHECK_THAT(e, Catch::Contains("expected a number above 0"));
+  }
+  SECTION("a progress period that is not a duration") {
+    auto e = one_error(with("requests = 10\n", "requests = 10\nprogress = \"often\"\n"));
+    CHECK_THAT(e, Catch::Contains("progress = \"often\" in [workload] is not a positive "
+                                  "duration"));
+  }
+  SECTION("a prefill list that names a decode instance") {
+    auto text = with("tp = 2\n", "tp = 2\nprefill = [\"prefill-0\", \"decode-0\"]\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::Contains("prefill = \"decode-0\" of decode instance \"decode-0\" names "
+                                  "no prefill instance"));
+  }
+  SECTION("a prefill that is neither a name nor a list") {
+    auto e = one_error(with("tp = 2\n", "tp = 2\nprefill = 3\n"));
+    CHECK_THAT(e, Catch::Contains("expected a prefill instance's name or a non-empty list"));
+  }
+  SECTION("a prefill instance no decode instance receives from") {
+    auto text = good + R"(
+[[instance]]
+name = "prefill-1"
+role = "prefill"
+node = "p"
+tp = 4
+bootstrap_port = 17001
+)";
+    auto e = one_error(with("tp = 2\n", "tp = 2\nprefill = \"prefill-0\"\n", text));
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "name = \"prefill-1\"") - 1)));
+    CHECK_THAT(e, Catch::Contains("prefill instance \"prefill-1\" gets none of the 10 rooms"));
+  }
+}
+
+TEST_CASE("cluster file: 2P4D routes each room to one decode and one prefill instance",
+          "[launch]") {
+  auto p = load_cluster(std::string{KVFERRY_SOURCE_DIR} + "/deploy/clusters/2p4d.toml");
+  REQUIRE(p.cluster);
+  auto& c = *p.cluster;
+  REQUIRE(c.workload);
+  std::map<std::string, size_t> rooms;
+  for (auto& i : c.instances)
+    rooms[i.name] = c.rooms_of(i).size();
+  CHECK(rooms["decode-0"] == 60);
+  CHECK(rooms["decode-3"] == 60);
+  CHECK(rooms["prefill-0"] == 120);
+  CHECK(rooms["prefill-1"] == 120);
+  for (uint64_t r = 1; r <= c.workload->requests; ++r) {
+    auto* d = c.decode_of(r);
+    auto* s = c.source_of(r);
+    REQUIRE(d);
+    REQUIRE(s);
+    // The room's prefill instance is one its decode instance receives from.
+    CHECK(std::count(d->prefills.begin(), d->prefills.end(), s->name) == 1);
+  }
+  CHECK(c.decode_of(1)->name == "decode-0");
+  CHECK(c.source_of(1)->name == "prefill-0");
+  CHECK(c.source_of(5)->name == "prefill-1");  // decode-0's second room
 }

@@ -1,9 +1,12 @@
 // kvferry-launch as a user runs it: --local on the 1P1D example (a temp copy
-// with a free bootstrap port and fewer requests), a bad file refused before
-// anything starts, and a bootstrap port in use refused with its line.
+// with free ports and fewer requests), one process per rank on the TP 4 -> 2
+// example, a bad file refused before anything starts, a bootstrap port in use
+// refused with its line, and kvferry-ctl status on a serving cluster before
+// and after one node is killed.
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +24,7 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string launcher = KVFERRY_LAUNCH_PATH;
+const std::string ctl = KVFERRY_CTL_PATH;
 
 /// A socket listening on a free loopback port; closed on destruction.
 struct listener {
@@ -70,11 +74,23 @@ std::string temp_cluster(const std::string& text) {
   return name;
 }
 
-/// The 1P1D example with its bootstrap on `port` and 40 requests.
+/// The 1P1D example with its bootstrap on `port`, free status ports and 40 requests.
 std::string small_1p1d(uint16_t port) {
   auto text = read_file(std::string{KVFERRY_SOURCE_DIR} + "/deploy/clusters/1p1d.toml");
   text = replace(text, "bootstrap_port = 17000", "bootstrap_port = " + std::to_string(port));
+  text = replace(text, "status_port = 17010", "status_port = " + std::to_string(free_port()));
+  text = replace(text, "status_port = 17011", "status_port = " + std::to_string(free_port()));
   return replace(text, "requests = 200", "requests = 40");
+}
+
+/// The output line that contains `needle` (empty if none).
+std::string line_with(const std::string& text, const std::string& needle) {
+  auto at = text.find(needle);
+  if (at == std::string::npos)
+    return {};
+  auto begin = text.rfind('\n', at);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  return text.substr(begin, text.find('\n', at) - begin);
 }
 
 }  // namespace
@@ -124,5 +140,88 @@ TEST_CASE("kvferry-launch refuses a bootstrap port in use with the line of the p
   CHECK_THAT(run.output(), Catch::Contains(path + ":" + std::to_string(line) +
                                            ": bootstrap_port = " + std::to_string(taken.port)));
   CHECK_THAT(run.output(), Catch::Contains("expected a free port on this host"));
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("kvferry-launch runs one process per rank on the TP 4 to 2 example",
+          "[launch][process]") {
+  auto text = read_file(std::string{KVFERRY_SOURCE_DIR} + "/deploy/clusters/tp4-to-tp2.toml");
+  text = replace(text, "bootstrap_port = 17420", "bootstrap_port = " + std::to_string(free_port()));
+  text = replace(text, "status_port = 17430", "status_port = " + std::to_string(free_port()));
+  text = replace(text, "status_port = 17431", "status_port = " + std::to_string(free_port()));
+  text = replace(text, "requests = 100", "requests = 24");
+  auto path = temp_cluster(text);
+  child_process run{{launcher, "--cluster=" + path, "--local"}};
+  int rc = run.wait(180s);
+  INFO(run.output());
+  CHECK(rc == 0);
+  // Each rank in its own process (its pid), under its node's launcher.
+  for (int k = 0; k < 4; ++k)
+    CHECK_THAT(run.output(),
+               Catch::Contains("[prefill-node] [prefill-0/" + std::to_string(k) + "] prefill-0/" +
+                               std::to_string(k) + " prefill: 24 requests on 1 rank, 24 Success"));
+  for (int k = 0; k < 2; ++k)
+    CHECK_THAT(run.output(), Catch::Contains("[decode-node] [decode-0/" + std::to_string(k) +
+                                             "] decode-0/" + std::to_string(k) +
+                                             " decode: 24 requests on 1 rank, 24 Success, 0 "
+                                             "Failed, 24 verified byte for byte"));
+  CHECK_THAT(run.output(), Catch::Contains("(per-rank processes)"));
+  CHECK_THAT(run.output(), Catch::Contains("2 nodes, 0 failed"));
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("kvferry-launch --processes on the command line overrides the file",
+          "[launch][process]") {
+  auto path = temp_cluster(small_1p1d(free_port()));
+  child_process run{{launcher, "--cluster=" + path, "--local", "--processes=per-rank"}};
+  int rc = run.wait(180s);
+  INFO(run.output());
+  CHECK(rc == 0);
+  CHECK_THAT(run.output(), Catch::Contains("[decode-node] [decode-0/0] decode-0/0 decode: 40 "
+                                           "requests on 1 rank, 40 Success"));
+  child_process bad{{launcher, "--cluster=" + path, "--local", "--processes=per-gpu"}};
+  CHECK(bad.wait(30s) == 2);
+  CHECK_THAT(bad.output(), Catch::Contains("--processes=per-gpu is not a process mode; expected "
+                                           "per-rank or per-node"));
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("kvferry-ctl status reads a serving cluster and sees a killed node",
+          "[launch][process]") {
+  // 1P1D without a workload: the nodes serve until stopped.
+  auto text = small_1p1d(free_port());
+  auto cut = text.find("[workload]");
+  text.erase(cut, text.find("[[node]]") - cut);
+  auto path = temp_cluster(text);
+  child_process prefill{{launcher, "--cluster=" + path, "--node=prefill-node"}};
+  REQUIRE(prefill.wait_for_line(
+      [](const std::string& l) { return l.find("serving") != std::string::npos; }, 30s));
+  child_process decode{{launcher, "--cluster=" + path, "--node=decode-node"}};
+  REQUIRE(decode.wait_for_line(
+      [](const std::string& l) { return l.find("serving") != std::string::npos; }, 30s));
+
+  child_process ok{{ctl, "--cluster=" + path, "status"}};
+  CHECK(ok.wait(30s) == 0);
+  INFO(ok.output());
+  CHECK_THAT(ok.output(), Catch::Contains("node prefill-node (127.0.0.1): up"));
+  CHECK_THAT(ok.output(), Catch::Contains("prefill-0/0  prefill-0 tp0 pp0"));
+  CHECK_THAT(ok.output(), Catch::Contains("1/1 ranks registered"));
+  CHECK_THAT(ok.output(), Catch::Contains("2/2 nodes answer, 2/2 ranks up, healthy"));
+
+  ::kill(decode.pid(), SIGKILL);
+  decode.wait(10s);
+  child_process lost{{ctl, "--cluster=" + path, "status", "--timeout=2s"}};
+  CHECK(lost.wait(30s) == 1);
+  INFO(lost.output());
+  CHECK_THAT(lost.output(), Catch::Contains("node decode-node (127.0.0.1): UNREACHABLE"));
+  CHECK_THAT(lost.output(), Catch::Contains("UNHEALTHY"));
+  // A prefill node's readiness does not depend on its decode peers.
+  child_process probe{{ctl, "--cluster=" + path, "status", "--node=prefill-node"}};
+  CHECK(probe.wait(30s) == 0);
+  INFO(probe.output());
+  CHECK(line_with(probe.output(), "summary:") ==
+        "summary: 1/1 nodes answer, 1/1 ranks up, healthy");
+  ::kill(prefill.pid(), SIGTERM);
+  CHECK(prefill.wait(30s) == 0);
   ::unlink(path.c_str());
 }

@@ -1,0 +1,90 @@
+// kvferry-ctl: what a running cluster is doing, read from the cluster itself.
+//
+//   kvferry-ctl --cluster FILE status               every node and bootstrap of FILE
+//   kvferry-ctl --cluster FILE status --node NAME   node NAME and the nodes it depends on
+//                                                   (a readiness probe: exit 0 when healthy)
+//
+// Instances, ranks and their health (a rank whose actor or process went away
+// reads DOWN with the reason), rooms by state, the latest failures with their
+// causes, and each prefill instance's registered ranks. Exit code: 0 healthy,
+// 1 unhealthy or unreachable, 2 a bad file or command line.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/config.hpp"
+#include "actors/log.hpp"
+#include "apps/ctl/cluster_status.hpp"
+#include "apps/launch/cluster_file.hpp"
+
+namespace {
+
+struct ctl_config : kvferry::config {
+  std::string cluster;
+  std::string node;
+  caf::timespan timeout = std::chrono::seconds{3};
+
+  ctl_config() {
+    opt_group{custom_options_, "global"}
+        .add(cluster, "cluster", "the cluster file (TOML), see deploy/clusters/")
+        .add(node, "node", "status: this node and the nodes it depends on only")
+        .add(timeout, "timeout", "per node and bootstrap: how long to wait for an answer");
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args;
+  std::string command;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if ((a == "--cluster" || a == "--node" || a == "--timeout") && i + 1 < argc)
+      a += "=" + std::string{argv[++i]};
+    if (!a.empty() && a[0] != '-' && command.empty())
+      command = a;
+    else
+      args.push_back(std::move(a));
+  }
+  ctl_config cfg;
+  if (auto err = cfg.parse(args)) {
+    std::cerr << "kvferry-ctl: " << caf::to_string(err) << "\n";
+    return 2;
+  }
+  if (cfg.cli_helptext_printed)
+    return 0;
+  if (cfg.cluster.empty() || command != "status") {
+    std::cerr << "kvferry-ctl: expected --cluster=FILE status [--node=NAME]\n";
+    return 2;
+  }
+  auto parsed = kvferry::launch::load_cluster(cfg.cluster);
+  if (!parsed.cluster) {
+    for (auto& e : parsed.errors)
+      std::cerr << e << "\n";
+    return 2;
+  }
+  auto& c = *parsed.cluster;
+  std::set<std::string> nodes;
+  if (!cfg.node.empty()) {
+    if (!c.find_node(cfg.node)) {
+      std::cerr << "kvferry-ctl: --node=" << cfg.node << " names no [[node]] of " << cfg.cluster
+                << "\n";
+      return 2;
+    }
+    nodes = kvferry::ctl::peers_of(c, cfg.node);
+  }
+  kvferry::set_log_level(cfg.log_level);
+  int rc = 0;
+  {
+    caf::actor_system sys{cfg};
+    auto v = kvferry::ctl::gather(sys, c, nodes, cfg.timeout);
+    std::cout << "cluster " << c.file << ": " << c.nodes.size() << " nodes, " << c.instances.size()
+              << " instances\n";
+    kvferry::ctl::print(std::cout, c, v);
+    std::cout.flush();
+    rc = kvferry::ctl::healthy(v) ? 0 : 1;
+  }
+  return rc;
+}

@@ -1,0 +1,33 @@
+// The status actor of a kvferry-launch node: one per node process, published
+// on the node's status port. Whoever drives a rank (the node's own process,
+// or a per-rank child) pushes a rank_report for it; the actor monitors each
+// rank actor it hears of, so a rank whose actor or process went away reads
+// down, with the exit reason. kvferry-ctl asks it with status_atom.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/actor_addr.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "messages/status.hpp"
+
+namespace kvferry::launch {
+
+struct status_state {
+  static inline const char* name = "kvferry.status";
+  node_status now;                                                // node, pid, mode, expected
+  std::map<std::pair<std::string, uint32_t>, rank_health> ranks;  // by (instance, index)
+  std::map<caf::actor_addr, std::pair<std::string, uint32_t>> watched;
+};
+
+/// `expected` lists "INSTANCE/INDEX" of every rank the node should host.
+status_actor::behavior_type node_status_actor(status_actor::stateful_pointer<status_state> self,
+                                              std::string node, std::string mode,
+                                              std::vector<std::string> expected);
+
+}  // namespace kvferry::launch
