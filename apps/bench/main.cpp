@@ -6,6 +6,7 @@
 //   transports  shm_kv_bandwidth (vs memcpy), tcp_kv_bandwidth (vs a raw TCP stream),
 //               both per write size 4 KiB..16 MiB, beside ucx_perftest when installed
 //   failover    kill_to_all_failed_p50_ms/_p99_ms, partition_to_all_failed_p99_ms
+//   cuda        gather/scatter kernel GB/s (vs cudaMemcpy D2D), bounce pipeline GB/s
 // The bench starts its peers itself (--peer=NAME re-executes this binary).
 #include <cstdlib>
 #include <iostream>
@@ -13,6 +14,7 @@
 
 #include "actors/log.hpp"
 #include "apps/bench/bench_args.hpp"
+#include "apps/bench/suite_cuda.hpp"
 #include "apps/bench/suite_failover.hpp"
 #include "apps/bench/suite_tcp.hpp"
 #include "apps/bench/suite_transports.hpp"
@@ -32,7 +34,10 @@ int usage() {
                "        --backends=shm,tcp picks backends, --no-ucx skips UCX\n"
                "  failover  kill_to_all_failed_p50_ms/_p99_ms (kill -9 of one prefill rank\n"
                "        process, TP 2 -> 2, to the last survivor's conclusion; --kills=N) and\n"
-               "        partition_to_all_failed_p99_ms (SIGSTOP instead; --stops=N)\n";
+               "        partition_to_all_failed_p99_ms (SIGSTOP instead; --stops=N)\n"
+               "  cuda  staging's gather/scatter kernel (baseline cudaMemcpy device to device)\n"
+               "        and the pinned bounce pipeline (baseline cudaMemcpy D2H/H2D); skips\n"
+               "        without a GPU; --tokens=N, --iters=N, --bounce-bytes=B\n";
   return 2;
 }
 
@@ -60,6 +65,8 @@ int main(int argc, char** argv) {
       return kvferry::bench::run_transports_suite(a);
     if (a.suite == "failover")
       return kvferry::bench::run_failover_suite(a);
+    if (a.suite == "cuda")
+      return kvferry::bench::run_cuda_suite(a);
     if (!a.suite.empty())
       std::cerr << "kvferry-bench: unknown suite '" << a.suite << "'\n";
     return usage();
