@@ -15,6 +15,7 @@ packages=(
   ucx-utils                 # ucx_perftest, beside kvferry-bench transports (optional there)
   gnuplot-nox               # docs/transports.png (optional: the bench and tests run without)
   libtomlplusplus-dev       # toml++: kvferry-launch reads cluster files
+  libyaml-cpp-dev           # yaml-cpp: the test that parses deploy/k8s
 )
 
 missing=()

@@ -16,6 +16,7 @@
 #include "messages/poll_snapshot.hpp"
 #include "messages/room.hpp"
 #include "messages/scheduler.hpp"
+#include "messages/status.hpp"
 #include "messages/transfer.hpp"
 
 // clang-format off
@@ -82,4 +83,15 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvferry, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvferry, (kvferry::decider_actor))
 
 CAF_END_TYPE_ID_BLOCK(kvferry)
+
+// Node status (kvferry-launch's status actor, kvferry-ctl): a block of its
+// own right after the main one, so that ids added above shift it along.
+CAF_BEGIN_TYPE_ID_BLOCK(kvferry_status, caf::id_block::kvferry::end)
+
+  CAF_ADD_TYPE_ID(kvferry_status, (kvferry::rank_report))
+  CAF_ADD_TYPE_ID(kvferry_status, (kvferry::rank_health))
+  CAF_ADD_TYPE_ID(kvferry_status, (kvferry::node_status))
+  CAF_ADD_TYPE_ID(kvferry_status, (kvferry::status_actor))
+
+CAF_END_TYPE_ID_BLOCK(kvferry_status)
 // clang-format on

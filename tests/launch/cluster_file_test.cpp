@@ -316,7 +316,8 @@ node = "p"
 tp = 4
 bootstrap_port = 17001
 )";
-    auto e = one_error(with("tp = 2\n", "tp = 2\nprefill = \"prefill-0\"\n", text));
+    text = with("tp = 2\n", "tp = 2\nprefill = \"prefill-0\"\n", text);
+    auto e = one_error(text);
     CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "name = \"prefill-1\"") - 1)));
     CHECK_THAT(e, Catch::Contains("prefill instance \"prefill-1\" gets none of the 10 rooms"));
   }

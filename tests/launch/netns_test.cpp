@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -50,8 +51,8 @@ std::string slurp(const std::string& path) {
 /// Runs the script with `args`; its exit code and output.
 std::pair<int, std::string> netns(const std::string& prefix, const std::string& state,
                                   std::vector<std::string> args) {
-  std::vector<std::string> argv{"bash",    script, "--prefix", prefix,
-                                "--state", state,  "--bin",    KVFERRY_BIN_DIR};
+  std::vector<std::string> argv{"/bin/bash", script, "--prefix", prefix,
+                                "--state",   state,  "--bin",    KVFERRY_BIN_DIR};
   argv.insert(argv.end(), args.begin(), args.end());
   child_process p{argv};
   int rc = p.wait(120s);
@@ -143,7 +144,7 @@ TEST_CASE("three network namespaces: a killed decode node fails only its own roo
   CHECK(down_rc == 1);
   CHECK_THAT(down_out, Catch::Contains("node decode-node-1 (10.77.0.3): UNREACHABLE"));
 
-  child_process waiter{{"bash", script, "--prefix", prefix, "--state", state, "--bin",
+  child_process waiter{{"/bin/bash", script, "--prefix", prefix, "--state", state, "--bin",
                         KVFERRY_BIN_DIR, "wait", cluster}};
   REQUIRE(waiter.wait(120s) == 0);
   auto prefill_log = slurp(state + "/prefill-node.log");
