@@ -412,13 +412,13 @@ TEST_CASE("tcp: a stream reset mid-batch fails the batches on it and the next ba
   REQUIRE(p.log.wait(1).size() == 1);
   auto sockets = client_sockets_to(port);
   REQUIRE(sockets.size() == 1);  // only that stream connected yet
-  constexpr uint64_t n = 12;
+  constexpr uint64_t n = 24;
   for (uint64_t i = 1; i <= n; ++i) {
     auto b = i % 2 ? on : off;
     b.cookie = i;
     REQUIRE(p.a->post(p.to_b, b).ok());
   }
-  // Once the stream is busy (a batch on it has landed, five more are queued
+  // Once the stream is busy (a batch on it has landed, eleven more are queued
   // behind it), its connection is reset under the sender's feet.
   REQUIRE(p.log.wait(2).size() >= 2);
   ::shutdown(sockets[0], SHUT_RDWR);
@@ -426,6 +426,7 @@ TEST_CASE("tcp: a stream reset mid-batch fails the batches on it and the next ba
   REQUIRE(done.size() == n + 1);
   uint64_t failed = 0;
   for (uint64_t i = 1; i <= n; ++i) {
+    INFO("batch " << i << ": " << done[i].result.to_string());
     CHECK(done[i].cookie == i);
     if (i % 2 == 0) {
       CHECK(done[i].result.ok());  // nothing of it was on the lost connection
