@@ -148,11 +148,6 @@ void print_output(const std::string& node, const std::string& text) {
 /// (each until its bootstraps listen), then the others.
 int run_local(const launch_config& cfg, const cluster_spec& c) {
   auto exe = self_path();
-  // One clock origin for the paced workload of every node.
-  auto epoch = cfg.epoch_ns != 0 ? cfg.epoch_ns
-                                 : std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       std::chrono::system_clock::now().time_since_epoch())
-                                       .count();
   struct child {
     std::string node;
     std::unique_ptr<apps::child_process> proc;
@@ -175,8 +170,12 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
                                     "--node=" + n.name,
                                     "--kvferry.log-level=" + cfg.log_level,
                                     "--exit-with-parent",
-                                    "--parent-pid=" + std::to_string(::getpid()),
-                                    "--epoch-ns=" + std::to_string(epoch)};
+                                    "--parent-pid=" + std::to_string(::getpid())};
+      // A paced workload counts from each node's own start unless given one
+      // clock origin: nodes start one after another here, and with a shared
+      // origin the later ones would skip the rooms whose time has passed.
+      if (cfg.epoch_ns != 0)
+        argv.push_back("--epoch-ns=" + std::to_string(cfg.epoch_ns));
       if (!cfg.processes.empty())
         argv.push_back("--processes=" + cfg.processes);
       if (cfg.print_conclusions)

@@ -261,7 +261,9 @@ void drive(const cluster_spec& c, const node_options& opts, int64_t epoch, runni
   w.rooms = static_cast<uint32_t>(w.ids.size());
   if (ws.requests_per_second > 0) {
     w.interval_us = static_cast<uint32_t>(1e6 / ws.requests_per_second);
-    w.epoch_ns = epoch;
+    // Without a shared origin, count from a moment ahead (the driver starts
+    // after this): nothing is skipped.
+    w.epoch_ns = epoch != 0 ? epoch : wall_ns() + 100'000'000;
   }
   w.record_conclusions = opts.print_conclusions;
   auto last_line = clock_type::now();
@@ -327,10 +329,11 @@ bool start_children(const cluster_spec& c, const node_spec& node, const node_opt
                                   "--node=" + node.name,
                                   "--rank=" + name,
                                   "--status-port=" + std::to_string(status_port),
-                                  "--epoch-ns=" + std::to_string(epoch),
                                   "--parent-pid=" + std::to_string(::getpid()),
                                   "--kvferry.log-level=" + opts.log_level,
                                   "--exit-with-parent"};
+    if (epoch != 0)
+      argv.push_back("--epoch-ns=" + std::to_string(epoch));
     if (inst.decider_port != 0)
       argv.push_back("--decider-port=" + std::to_string(inst.decider_port));
     if (opts.print_conclusions)
@@ -472,8 +475,8 @@ int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& n
     return 2;
   }
   if (!c.workload)
-    block_signals();  // before CAF's threads could take them
-  auto epoch = opts.epoch_ns != 0 ? opts.epoch_ns : wall_ns();
+    block_signals();           // before CAF's threads could take them
+  auto epoch = opts.epoch_ns;  // 0: each driving process counts from its own start
   auto status = sys.spawn(node_status_actor, node, std::string{to_string(mode)}, expected);
   auto status_port = sys.middleman().publish(status, n->status_port, n->host.c_str(), true);
   if (!status_port) {
