@@ -46,6 +46,8 @@ std::string to_string(errc code) {
       return "internal";
     case errc::invalid_argument:
       return "invalid_argument";
+    case errc::staging_oversized:
+      return "staging_oversized";
     case errc::peer_down:
       return "peer_down";
     case errc::heartbeat_lost:

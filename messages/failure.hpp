@@ -55,6 +55,8 @@ enum class errc : uint8_t {
   internal = 12,
   /// A room or rank parameter is invalid (aux slot out of range, init twice...).
   invalid_argument = 13,
+  /// A staged chunk does not fit the decode rank's staging ring.
+  staging_oversized = 14,
 
   // -- one peer rank ----------------------------------------------------------
 

@@ -71,6 +71,12 @@ struct room_join;
 struct room_keyed;
 struct room_finished;
 struct room_leave;
+struct staging_ask;
+struct staging_grant;
+struct staging_watermark;
+struct staging_room;
+struct staging_close;
+struct chunk_scattered;
 
 // -- interfaces ---------------------------------------------------------------
 
@@ -90,6 +96,8 @@ using decode_rank_actor = caf::typed_actor<
     caf::replies_to<room_poll_atom, uint64_t>::with<room_status>,
     // prefill ranks, and their bootstrap when one of them leaves
     caf::reacts_to<chunk_landed>, caf::reacts_to<rank_left>,
+    // its staging actor
+    caf::reacts_to<chunk_scattered>,
     // the decider
     caf::reacts_to<room_keyed>, caf::reacts_to<room_verdict>,
     // the decider's pings
@@ -133,9 +141,45 @@ using prefill_rank_actor = caf::typed_actor<
     caf::reacts_to<beat_atom>>;
 
 /// Turns chunks into coalesced transport writes for one prefill rank.
-using transfer_actor = caf::typed_actor<caf::reacts_to<peer_connect>, caf::reacts_to<chunk_job>,
-                                        // completions of the transport, delivered as messages
-                                        caf::reacts_to<batch_done>>;
+using transfer_actor =
+    caf::typed_actor<caf::reacts_to<peer_connect>, caf::reacts_to<chunk_job>,
+                     // completions of the transport, delivered as messages
+                     caf::reacts_to<batch_done>,
+                     // staging rings of its peers: how far each was consumed; own timer: a
+                     // staged job (by id) waited too long for its slot
+                     caf::reacts_to<staging_watermark>, caf::reacts_to<expire_atom, uint64_t>>;
+
+/// The staging ring of a decode rank (heterogeneous TP): space for the
+/// prefill writers' bulk writes, and their scatter into the room's pages.
+using staging_actor = caf::typed_actor<
+    // prefill writers ask for space for a chunk
+    caf::replies_to<staging_ask>::with<staging_grant>,
+    // its decode rank: rooms open and close, staged chunks that landed
+    // (a closed room scatters no more: the reply says so)
+    caf::reacts_to<staging_room>, caf::replies_to<staging_close>::with<staging_close>,
+    caf::reacts_to<chunk_landed>,
+    // own timer: asks for rooms not open here yet that waited too long
+    caf::reacts_to<expire_atom>>;
+
+// -- handles carried in messages -----------------------------------------------
+
+/// A decode rank's staging ring, offered to its prefill sources at
+/// registration (a null handle: no staging on this rank). Here, beside the
+/// handle it carries, because both room.hpp and transfer.hpp carry it.
+struct staging_offer {
+  staging_actor handle;
+  uint32_t region = 0;  ///< the ring's transport region on the decode rank
+  uint64_t size = 0;    ///< bytes of the ring (the whole region)
+
+  bool offered() const { return static_cast<bool>(handle) && size > 0; }
+
+  friend bool operator==(const staging_offer&, const staging_offer&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, staging_offer& x) {
+  return f(caf::meta::type_name("kvferry.staging_offer"), x.handle, x.region, x.size);
+}
 
 }  // namespace kvferry
 
@@ -145,4 +189,5 @@ using transfer_actor = caf::typed_actor<caf::reacts_to<peer_connect>, caf::react
 #include "messages/decision.hpp"
 #include "messages/room.hpp"
 #include "messages/scheduler.hpp"
+#include "messages/staging.hpp"
 #include "messages/transfer.hpp"

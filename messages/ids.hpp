@@ -52,6 +52,13 @@ struct rank_ref {
   friend auto operator<=>(const rank_ref&, const rank_ref&) = default;
 };
 
+/// True when `a` and `b` are the same place (side, instance, tp, pp),
+/// whatever generations they name: a rank's own actors name it before its
+/// generation is known.
+inline bool same_place(const rank_ref& a, const rank_ref& b) {
+  return a.side == b.side && a.instance == b.instance && a.tp == b.tp && a.pp == b.pp;
+}
+
 /// The whole instance `instance` of side `side`: the origin of a failure that
 /// no single rank caused (its decider went silent, no peer ever asked).
 inline rank_ref instance_ref(role side, std::string instance, uint64_t generation) {

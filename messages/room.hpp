@@ -32,6 +32,7 @@ struct dest_registration {
   std::string
       data_endpoint;  ///< where the prefill's transport connects, e.g. "tcp://127.0.0.1:4711"
   kv_layout layout;
+  staging_offer staging;  ///< its staging ring, if it has one (messages/staging.hpp)
 
   friend bool operator==(const dest_registration&, const dest_registration&) = default;
 };
@@ -39,19 +40,22 @@ struct dest_registration {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, dest_registration& x) {
   return f(caf::meta::type_name("kvferry.dest_registration"), x.decode_rank, x.handle,
-           x.data_endpoint, x.layout);
+           x.data_endpoint, x.layout, x.staging);
 }
 
 /// The prefill rank accepted the registration (its layout matched).
 struct dest_accepted {
   rank_ref prefill_rank;
+  /// Its chunks to this rank take the staging ring (offered, applicable to
+  /// the two layouts, and staging is on at the prefill rank).
+  bool staged = false;
 
   friend bool operator==(const dest_accepted&, const dest_accepted&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, dest_accepted& x) {
-  return f(caf::meta::type_name("kvferry.dest_accepted"), x.prefill_rank);
+  return f(caf::meta::type_name("kvferry.dest_accepted"), x.prefill_rank, x.staged);
 }
 
 /// Where one room's KV goes on one decode rank: the destination page of each of
@@ -85,6 +89,10 @@ struct chunk_landed {
   uint32_t pages = 0;
   uint64_t bytes = 0;
   bool last = false;
+  /// Staged: the chunk's KV sits in the decode rank's staging ring, to be
+  /// scattered into the room's pages from position `first_page` on.
+  bool staged = false;
+  uint32_t first_page = 0;
 
   friend bool operator==(const chunk_landed&, const chunk_landed&) = default;
 };
@@ -92,7 +100,21 @@ struct chunk_landed {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chunk_landed& x) {
   return f(caf::meta::type_name("kvferry.chunk_landed"), x.key, x.prefill_rank, x.chunk, x.pages,
-           x.bytes, x.last);
+           x.bytes, x.last, x.staged, x.first_page);
+}
+
+/// A staged chunk was scattered into the room's pages (then it counts as
+/// landed), or could not be (`why`).
+struct chunk_scattered {
+  chunk_landed landed;
+  failure why;
+
+  friend bool operator==(const chunk_scattered&, const chunk_scattered&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chunk_scattered& x) {
+  return f(caf::meta::type_name("kvferry.chunk_scattered"), x.landed, x.why);
 }
 
 /// A participant saw a fault in a room; the decider turns it into the verdict.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "messages/failure.hpp"
+#include "messages/handles.hpp"
 #include "messages/ids.hpp"
 #include "messages/layout.hpp"
 
@@ -17,13 +18,15 @@ struct peer_connect {
   rank_ref peer;
   std::string endpoint;
   kv_layout layout;  ///< the peer's layout: where its pages and aux rows are
+  /// The peer's staging ring, when its chunks from this rank take it.
+  staging_offer staging;
 
   friend bool operator==(const peer_connect&, const peer_connect&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, peer_connect& x) {
-  return f(caf::meta::type_name("kvferry.peer_connect"), x.peer, x.endpoint, x.layout);
+  return f(caf::meta::type_name("kvferry.peer_connect"), x.peer, x.endpoint, x.layout, x.staging);
 }
 
 /// Write one chunk of a room: src_pages[i] → dst_pages[i] in every KV buffer
@@ -33,6 +36,7 @@ struct chunk_job {
   room_key key;
   rank_ref peer;
   uint32_t chunk = 0;
+  uint32_t first_page = 0;  ///< position of the chunk's first page in the room
   std::vector<uint32_t> src_pages;
   std::vector<uint32_t> dst_pages;
   bool last = false;
@@ -46,8 +50,8 @@ struct chunk_job {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chunk_job& x) {
-  return f(caf::meta::type_name("kvferry.chunk_job"), x.key, x.peer, x.chunk, x.src_pages,
-           x.dst_pages, x.last, x.src_aux, x.dst_aux, x.src_states, x.dst_states);
+  return f(caf::meta::type_name("kvferry.chunk_job"), x.key, x.peer, x.chunk, x.first_page,
+           x.src_pages, x.dst_pages, x.last, x.src_aux, x.dst_aux, x.src_states, x.dst_states);
 }
 
 /// The outcome of one chunk_job: placed, or the failure of its room.
@@ -59,7 +63,9 @@ struct chunk_result {
   uint32_t pages = 0;
   uint64_t bytes = 0;   ///< bytes written (KV and aux)
   uint32_t writes = 0;  ///< transport writes after coalescing
-  failure why;          ///< set when the chunk failed
+  bool staged = false;  ///< its KV went into the peer's staging ring
+  uint32_t first_page = 0;
+  failure why;  ///< set when the chunk failed
 
   friend bool operator==(const chunk_result&, const chunk_result&) = default;
 };
@@ -67,7 +73,7 @@ struct chunk_result {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chunk_result& x) {
   return f(caf::meta::type_name("kvferry.chunk_result"), x.key, x.peer, x.chunk, x.last, x.pages,
-           x.bytes, x.writes, x.why);
+           x.bytes, x.writes, x.staged, x.first_page, x.why);
 }
 
 /// A transport completion: batch `cookie` finished with status `code`

@@ -16,6 +16,7 @@
 #include "messages/poll_snapshot.hpp"
 #include "messages/room.hpp"
 #include "messages/scheduler.hpp"
+#include "messages/staging.hpp"
 #include "messages/status.hpp"
 #include "messages/transfer.hpp"
 
@@ -75,12 +76,23 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvferry, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvferry, (kvferry::chunk_result))
   CAF_ADD_TYPE_ID(kvferry, (kvferry::batch_done))
 
+  // staging
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::staging_offer))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::staging_ask))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::staging_grant))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::staging_watermark))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::staging_writer))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::staging_room))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::staging_close))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::chunk_scattered))
+
   // handles
   CAF_ADD_TYPE_ID(kvferry, (kvferry::bootstrap_actor))
   CAF_ADD_TYPE_ID(kvferry, (kvferry::decode_rank_actor))
   CAF_ADD_TYPE_ID(kvferry, (kvferry::prefill_rank_actor))
   CAF_ADD_TYPE_ID(kvferry, (kvferry::transfer_actor))
   CAF_ADD_TYPE_ID(kvferry, (kvferry::decider_actor))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::staging_actor))
 
 CAF_END_TYPE_ID_BLOCK(kvferry)
 

@@ -10,6 +10,7 @@
 #include "actors/rank/decode_rank.hpp"
 #include "actors/rank/local_pool.hpp"
 #include "actors/rank/prefill_rank.hpp"
+#include "actors/staging/staging_actor.hpp"
 #include "actors/transfer/transfer_actor.hpp"
 #include "transport/registry.hpp"
 
@@ -113,10 +114,34 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   // watch it.
   auto alive = std::make_shared<int>(0);
   rt->alive_ = alive;
+  // The staging ring (decode) or gather buffer (prefill): never for MLA,
+  // whose latent is whole on every rank.
+  uint32_t staging_region = 0;
+  auto staging_bytes = o.side == role::prefill ? o.staging.gather_bytes : o.staging.ring_bytes;
+  if (o.staging.enabled && !layout->mla && staging_bytes > 0) {
+    auto mem = transport::shared_memory::allocate(
+        staging_bytes, o.side == role::prefill ? "kvferry-gather" : "kvferry-ring");
+    if (!mem.ok())
+      return make_error(errc::invalid_argument, "staging memory of " +
+                                                    std::to_string(staging_bytes) +
+                                                    " bytes: " + mem.error().to_string());
+    rt->staging_memory_ = std::move(mem).value();
+    auto id = net->register_region(rt->staging_memory_.data(), staging_bytes);
+    if (!id.ok())
+      return make_error(errc::invalid_argument,
+                        "registering the staging memory: " + id.error().to_string());
+    staging_region = *id;
+  }
+  auto* staging_base = static_cast<std::byte*>(rt->staging_memory_.data());
+
   if (o.side == role::prefill) {
-    rt->transfer_ = sys.spawn(kvferry::transfer, rt->rank_, pool, net);
-    prefill_rank_config cfg{rt->rank_, o.tp_size,   o.pp_size,     *layout, rt->endpoint_,
-                            o.limits,  o.bootstrap, rt->transfer_, alive};
+    transfer_staging ts{staging_base, staging_base ? staging_bytes : 0, staging_region,
+                        o.staging.slot_wait};
+    rt->transfer_ = sys.spawn(kvferry::transfer, rt->rank_, pool, net, ts);
+    prefill_rank_config cfg{rt->rank_,   o.tp_size,     o.pp_size,
+                            *layout,     rt->endpoint_, o.limits,
+                            o.bootstrap, rt->transfer_, staging_base != nullptr,
+                            alive};
     rt->prefill_ = sys.spawn(prefill_rank, std::move(cfg));
   } else {
     if (!o.decider.handle && o.decider.host.empty()) {
@@ -129,8 +154,14 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
                                    first_generation(), o.limits);
       o.decider.handle = rt->own_decider_;
     }
-    decode_rank_config cfg{rt->rank_, o.tp_size, o.pp_size, pool, rt->endpoint_,
-                           o.limits,  net,       o.decider, alive};
+    staging_offer offer;
+    if (staging_base) {
+      rt->staging_ =
+          sys.spawn(kvferry::staging, staging_config{rt->rank_, pool, staging_base, staging_bytes});
+      offer = staging_offer{rt->staging_, staging_region, staging_bytes};
+    }
+    decode_rank_config cfg{rt->rank_, o.tp_size, o.pp_size, pool,  rt->endpoint_,
+                           o.limits,  net,       o.decider, offer, alive};
     rt->decode_ = sys.spawn(decode_rank, std::move(cfg));
   }
   log().info("[{}] started: {} transport at {}", to_string(rt->rank_), o.transport, rt->endpoint_);
@@ -174,6 +205,8 @@ void runtime::stop() {
     actors.push_back(caf::actor_cast<caf::actor>(transfer_));
   if (decode_)
     actors.push_back(caf::actor_cast<caf::actor>(decode_));
+  if (staging_)
+    actors.push_back(caf::actor_cast<caf::actor>(staging_));
   if (own_decider_)
     actors.push_back(caf::actor_cast<caf::actor>(own_decider_));
   for (auto& a : actors)

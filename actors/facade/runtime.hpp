@@ -10,6 +10,7 @@
 //   while (!is_terminal(s.poll())) { ... }           // atomic load
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,9 +28,23 @@
 #include "messages/handles.hpp"
 #include "messages/ids.hpp"
 #include "messages/layout.hpp"
+#include "transport/shared_memory.hpp"
 #include "transport/transport.hpp"
 
 namespace kvferry {
+
+/// The staging path for heterogeneous TP (MHA/GQA with different TP sizes):
+/// a decode rank's ring, a prefill rank's gather buffer. Both are shared
+/// memory of the rank, registered with its transport; a rank of a role
+/// allocates only its own. A chunk larger than either fails its room, naming
+/// both sizes.
+struct staging_options {
+  bool enabled = true;               ///< off: every chunk takes the sliced path
+  uint64_t ring_bytes = 32 << 20;    ///< decode: the staging ring
+  uint64_t gather_bytes = 32 << 20;  ///< prefill: the gather buffer
+  /// Prefill: how long a staged chunk may wait for its ring slot.
+  std::chrono::milliseconds slot_wait{10000};
+};
 
 struct rank_options {
   role side = role::prefill;
@@ -44,6 +59,7 @@ struct rank_options {
   std::string transport = "auto";
   transport::options transport_options;  ///< listen address of the data plane, ...
   deadlines limits;
+  staging_options staging;
   /// Prefill: the bootstrap this rank registers with.
   bootstrap_locator bootstrap;
   /// Decode: the decider of this rank's instance. Left empty on a decode
@@ -89,6 +105,8 @@ class runtime {
   transfer_actor transfer() const { return transfer_; }
   /// Decode: the decider this rank reports to, when it is a handle.
   decider_actor decider() const { return opts_.decider.handle; }
+  /// Decode: the rank's staging actor (null with staging off).
+  staging_actor staging() const { return staging_; }
 
   /// Terminates the rank's actors; with wait_on_stop, returns once they are
   /// gone and the transport has stopped touching the pool.
@@ -105,8 +123,10 @@ class runtime {
   prefill_rank_actor prefill_;
   decode_rank_actor decode_;
   transfer_actor transfer_;
-  decider_actor own_decider_;        // spawned for a one-rank decode instance
-  std::weak_ptr<const void> alive_;  // held by the rank actor while it lives
+  staging_actor staging_;
+  transport::shared_memory staging_memory_;  // the ring or the gather buffer
+  decider_actor own_decider_;                // spawned for a one-rank decode instance
+  std::weak_ptr<const void> alive_;          // held by the rank actor while it lives
   bool stopped_ = false;
 };
 

@@ -11,16 +11,6 @@ namespace {
 
 using transport::status;
 
-status check_pages(std::span<const uint32_t> pages, uint64_t capacity, const char* side) {
-  for (size_t i = 0; i < pages.size(); ++i)
-    if (pages[i] >= capacity)
-      return status::invalid_argument(std::string{side} + " page " + std::to_string(pages[i]) +
-                                      " at position " + std::to_string(i) +
-                                      " out of range, the pool holds " + std::to_string(capacity) +
-                                      " pages");
-  return {};
-}
-
 /// Appends a write, merging it into the previous one where both sides
 /// continue it, and splitting what exceeds `max_write`.
 void append(write_plan& plan, transport::write_op op, uint64_t max_write) {
@@ -52,28 +42,27 @@ std::string heads_text(const head_range& h) {
 
 }  // namespace
 
-transport::result<write_plan> plan_kv(const kv_layout& src, const kv_layout& dst,
-                                      std::span<const uint32_t> src_pages,
-                                      std::span<const uint32_t> dst_pages,
-                                      uint64_t max_write_bytes) {
-  if (src_pages.size() != dst_pages.size())
-    return status::invalid_argument(std::to_string(src_pages.size()) + " source pages against " +
-                                    std::to_string(dst_pages.size()) +
-                                    " destination pages, expected one destination per source page");
+transport::status check_page_list(std::span<const uint32_t> pages, uint64_t capacity,
+                                  const char* side) {
+  for (size_t i = 0; i < pages.size(); ++i)
+    if (pages[i] >= capacity)
+      return status::invalid_argument(std::string{side} + " page " + std::to_string(pages[i]) +
+                                      " at position " + std::to_string(i) +
+                                      " out of range, the pool holds " + std::to_string(capacity) +
+                                      " pages");
+  return {};
+}
+
+transport::result<slice_geometry> geometry_of(const kv_layout& src, const kv_layout& dst) {
   if (src.page_size != dst.page_size || src.head_dim != dst.head_dim || src.dtype != dst.dtype)
     return status::invalid_argument(
         "page geometry differs: page_size " + std::to_string(src.page_size) + "/" +
         std::to_string(dst.page_size) + ", head_dim " + std::to_string(src.head_dim) + "/" +
         std::to_string(dst.head_dim));
-  if (auto st = check_pages(src_pages, src.page_capacity(), "source"); !st.ok())
-    return st;
-  if (auto st = check_pages(dst_pages, dst.page_capacity(), "destination"); !st.ok())
-    return st;
-  if (max_write_bytes == 0)
-    max_write_bytes = UINT64_MAX;
-
-  auto slice =
+  slice_geometry g;
+  g.slice =
       slice_of(src.total_kv_heads, src.tp_size, src.tp_rank, dst.tp_size, dst.tp_rank, src.mla);
+  auto& slice = g.slice;
   if (slice.n_heads == 0)
     return status::invalid_argument(
         "prefill tp" + std::to_string(src.tp_rank) + " holds heads " +
@@ -82,21 +71,20 @@ transport::result<write_plan> plan_kv(const kv_layout& src, const kv_layout& dst
         heads_text(heads_of(dst.total_kv_heads, dst.tp_size, dst.tp_rank, dst.mla)) +
         ": they share none");
   uint64_t head_bytes = uint64_t{src.head_dim} * dtype_size(src.dtype);
-  auto src_tok = src.token_bytes();
-  auto dst_tok = dst.token_bytes();
-  auto slice_bytes = slice.n_heads * head_bytes;
-  auto src_in_tok = slice.src_head_start * head_bytes;
-  auto dst_in_tok = slice.dst_head_start * head_bytes;
-  if (src_in_tok + slice_bytes > src_tok || dst_in_tok + slice_bytes > dst_tok)
+  g.src_tok = src.token_bytes();
+  g.dst_tok = dst.token_bytes();
+  g.slice_bytes = slice.n_heads * head_bytes;
+  g.src_in_tok = slice.src_head_start * head_bytes;
+  g.dst_in_tok = slice.dst_head_start * head_bytes;
+  if (g.src_in_tok + g.slice_bytes > g.src_tok || g.dst_in_tok + g.slice_bytes > g.dst_tok)
     return status::invalid_argument("a slice of " + std::to_string(slice.n_heads) +
                                     " heads at head " + std::to_string(slice.src_head_start) + "/" +
                                     std::to_string(slice.dst_head_start) +
                                     " exceeds the token rows of " + std::to_string(src.kv_heads) +
                                     "/" + std::to_string(dst.kv_heads) + " heads");
-  bool whole = slice_bytes == src_tok && slice_bytes == dst_tok;
+  g.whole = g.slice_bytes == g.src_tok && g.slice_bytes == g.dst_tok;
 
   // Pair buffers by layer id: K with K, V with V.
-  std::vector<std::pair<size_t, size_t>> pairs;
   for (size_t i = 0; i < src.layer_ids.size(); ++i)
     for (bool value : {false, true}) {
       if (value && src.mla)
@@ -108,8 +96,30 @@ transport::result<write_plan> plan_kv(const kv_layout& src, const kv_layout& dst
         return status::invalid_argument("layer " + std::to_string(src.layer_ids[i]) +
                                         " of the source is not held by the destination " +
                                         format_ids(dst.layer_ids));
-      pairs.emplace_back(static_cast<size_t>(s), static_cast<size_t>(d));
+      g.pairs.emplace_back(static_cast<size_t>(s), static_cast<size_t>(d));
     }
+  return g;
+}
+
+transport::result<write_plan> plan_kv(const kv_layout& src, const kv_layout& dst,
+                                      std::span<const uint32_t> src_pages,
+                                      std::span<const uint32_t> dst_pages,
+                                      uint64_t max_write_bytes) {
+  if (src_pages.size() != dst_pages.size())
+    return status::invalid_argument(std::to_string(src_pages.size()) + " source pages against " +
+                                    std::to_string(dst_pages.size()) +
+                                    " destination pages, expected one destination per source page");
+  if (auto st = check_page_list(src_pages, src.page_capacity(), "source"); !st.ok())
+    return st;
+  if (auto st = check_page_list(dst_pages, dst.page_capacity(), "destination"); !st.ok())
+    return st;
+  if (max_write_bytes == 0)
+    max_write_bytes = UINT64_MAX;
+
+  auto g = geometry_of(src, dst);
+  if (!g.ok())
+    return g.error();
+  auto& [slice, src_tok, dst_tok, slice_bytes, src_in_tok, dst_in_tok, whole, pairs] = *g;
 
   write_plan plan;
   plan.ops.reserve(pairs.size() * src_pages.size() * (whole ? 1 : src.page_size));

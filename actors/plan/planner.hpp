@@ -14,8 +14,10 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include "actors/plan/tp_mapping.hpp"
 #include "messages/layout.hpp"
 #include "transport/status.hpp"
 #include "transport/write_op.hpp"
@@ -27,6 +29,29 @@ struct write_plan {
   std::vector<transport::write_op> ops;
   uint64_t bytes = 0;
 };
+
+/// Checks every page of `pages` against a pool of `capacity` pages; the
+/// error names the `side` ("source"), the page, its position and the capacity.
+transport::status check_page_list(std::span<const uint32_t> pages, uint64_t capacity,
+                                  const char* side);
+
+/// What a source rank writes of each token row into a destination rank, and
+/// which of their KV buffers pair (by layer id: K with K, V with V, in the
+/// source's layer order, K before V). The sliced and the staged path share it.
+struct slice_geometry {
+  head_slice slice;
+  uint64_t src_tok = 0;                          ///< bytes of a token row on the source
+  uint64_t dst_tok = 0;                          ///< ... on the destination
+  uint64_t slice_bytes = 0;                      ///< bytes of the shared heads in one row
+  uint64_t src_in_tok = 0;                       ///< where they start in a source row
+  uint64_t dst_in_tok = 0;                       ///< ... in a destination row
+  bool whole = false;                            ///< the slice is the whole row on both sides
+  std::vector<std::pair<size_t, size_t>> pairs;  ///< (source buffer, destination buffer)
+};
+
+/// The slice geometry of two ranks; refuses, naming the values, ranks that
+/// share no head or a source layer the destination does not hold.
+transport::result<slice_geometry> geometry_of(const kv_layout& src, const kv_layout& dst);
 
 /// Plans the KV writes of one chunk from a prefill rank (`src`) to a decode
 /// rank (`dst`). Refuses, naming the value, page lists of different lengths, a

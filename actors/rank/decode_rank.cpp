@@ -56,15 +56,35 @@ void arm_quiesce(self_ptr self) {
 /// Closes the room's fence: once nothing with it can land, its pages are
 /// released to the scheduler. A room that never sent its requests never
 /// opened one.
+/// Nothing more can land in a concluded room's pages through the transport:
+/// its pages go back to the scheduler, once its staging actor (if it stages)
+/// closed it too, so that no scatter writes into them afterwards. The ring
+/// space goes back then as well: no write into it can land any more either.
+void release_quiet(self_ptr self, room_slot_ptr slot, const room_key& key, bool staged) {
+  if (!staged) {
+    if (slot)
+      slot->release();
+    return;
+  }
+  auto done = [slot] {
+    if (slot)
+      slot->release();
+  };
+  self->request(self->state.cfg.staging.handle, caf::infinite, staging_close{key})
+      .then(guarded_callback(self, [done](staging_close&) { done(); }),
+            // The staging actor is gone: it scatters nothing any more.
+            guarded_callback(self, [done](caf::error&) { done(); }));
+}
+
 void release(self_ptr self, decode_room& room) {
   auto& st = self->state;
   auto token = room.key().generation;
   if (!room.requested() || st.cfg.net->close_fence(token)) {
-    if (room.slot())
-      room.slot()->release();
+    release_quiet(self, room.slot(), room.key(), room.staged());
     return;
   }
-  decode_rank_state::drain d{room.slot(), {}, self->clock().now(), false};
+  decode_rank_state::drain d{room.slot(),   {},        self->clock().now(), false,
+                             room.staged(), room.key()};
   for (auto& s : room.sources())
     if (!s.dummy)
       d.writers.push_back(s.endpoint);
@@ -140,6 +160,16 @@ void send_requests(self_ptr self, decode_room& room) {
   auto& peer = st.peers.at(room.peer());
   // Writes for this room land only while its fence is open.
   st.cfg.net->open_fence(room.key().generation);
+  // Its staged sources write into the staging ring: the room opens there
+  // first, so that their asks find it.
+  staging_room staged{room.key(), room.dst_pages(), {}};
+  for (auto& src : room.sources())
+    if (src.staged && !src.dummy)
+      staged.writers.push_back({src.rank, src.layout});
+  if (!staged.writers.empty()) {
+    self->send(st.cfg.staging.handle, std::move(staged));
+    room.mark_staged();
+  }
   for (auto& src : room.sources()) {
     room_request req{room.key(), st.cfg.self, st.decider, {}, no_aux_slot, {}, src.dummy};
     if (!src.dummy)
@@ -207,12 +237,15 @@ void resolve_failed(self_ptr self, const std::string& key, std::string error) {
   self->delayed_send(self, delay, retry_atom_v, key);
 }
 
-void on_accepted(self_ptr self, const std::string& key, const rank_ref& src) {
+void on_accepted(self_ptr self, const std::string& key, const rank_ref& src, bool staged) {
   auto p = self->state.peers.find(key);
   if (p == self->state.peers.end() || p->second.phase != peer_t::stage::resolving)
     return;
   auto& peer = p->second;
   peer.accepted.insert(src);
+  for (auto& s : peer.sources)
+    if (s.rank == src)
+      s.staged = staged && self->state.cfg.staging.offered();
   if (peer.accepted.size() < peer.sources.size())
     return;
   peer.phase = peer_t::stage::ready;
@@ -278,15 +311,19 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
       refuse(self, key, failure{bad->code, bad->cause, me});
       return;
     }
-    peer.sources.push_back({reg->rank, s.dummy, s.writes_aux, reg->data_endpoint});
+    peer.sources.push_back(
+        {reg->rank, s.dummy, s.writes_aux, reg->data_endpoint, reg->layout, false});
     peer.handles.emplace(reg->rank, reg->handle);
   }
   for (auto& src : peer.sources) {
     auto rank = src.rank;
-    dest_registration reg{me, caf::actor_cast<decode_rank_actor>(self), st.cfg.data_endpoint, mine};
+    dest_registration reg{me, caf::actor_cast<decode_rank_actor>(self), st.cfg.data_endpoint, mine,
+                          st.cfg.staging};
     self->request(peer.handles.at(rank), request_timeout, std::move(reg))
         .then(guarded_callback(self,
-                               [self, key, rank](dest_accepted&) { on_accepted(self, key, rank); }),
+                               [self, key, rank](dest_accepted& ok) {
+                                 on_accepted(self, key, rank, ok.staged);
+                               }),
               guarded_callback(self, [self, key, rank](caf::error& err) {
                 auto why = to_failure(err, self->state.cfg.self);
                 if (why.code == errc::layout_mismatch || why.code == errc::unsupported) {
@@ -386,6 +423,16 @@ void maybe_finish(self_ptr self, decode_room& room) {
   self->send(st.decider, room_finished{room.key(), st.cfg.self});
   // Other participants may still be writing: wait as long as a transfer may take.
   room.fsm().await_verdict(st.cfg.limits.transferring + st.cfg.limits.verdict, true);
+  sync(self, room);
+}
+
+/// A chunk's bytes are in the room's pages (written there, or scattered).
+void on_landed(self_ptr self, decode_room& room, const chunk_landed& msg) {
+  if (auto bad = room.landed(msg)) {
+    report(self, room, std::move(*bad));
+    return;
+  }
+  maybe_finish(self, room);
   sync(self, room);
 }
 
@@ -568,12 +615,33 @@ decode_rank_actor::behavior_type decode_rank(
         auto* room = find(self, msg.key);
         if (!room || room->fsm().terminal() || room->fsm().awaiting_verdict())
           return;  // stale (another generation), decided, or already reported
-        if (auto bad = room->landed(msg)) {
-          report(self, *room, std::move(*bad));
+        if (msg.staged != room->staged_from(msg.prefill_rank)) {
+          report(self, *room,
+                 failure{errc::invalid_chunk,
+                         "chunk " + std::to_string(msg.chunk) + " of " + to_string(msg.key) +
+                             " from " + to_string(msg.prefill_rank) +
+                             (msg.staged ? " came staged, but this source does not stage"
+                                         : " came unstaged, but this source stages"),
+                         self->state.cfg.self});
           return;
         }
-        maybe_finish(self, *room);
-        sync(self, *room);
+        if (msg.staged) {
+          // Counts as landed once scattered into the room's pages.
+          self->send(self->state.cfg.staging.handle, msg);
+          room->fsm().touch();
+          return;
+        }
+        on_landed(self, *room, msg);
+      },
+      [self](chunk_scattered& msg) {
+        auto* room = find(self, msg.landed.key);
+        if (!room || room->fsm().terminal() || room->fsm().awaiting_verdict())
+          return;
+        if (msg.why) {
+          report(self, *room, std::move(msg.why));
+          return;
+        }
+        on_landed(self, *room, msg.landed);
       },
       [self](rank_left& msg) {
         lose_source(self, msg.rank, msg.reason,
@@ -676,8 +744,7 @@ decode_rank_actor::behavior_type decode_rank(
         for (auto i = st.draining.begin(); i != st.draining.end();) {
           auto& d = i->second;
           if (st.cfg.net->close_fence(i->first)) {
-            if (d.slot)
-              d.slot->release();
+            release_quiet(self, d.slot, d.key, d.staged);
             i = st.draining.erase(i);
             continue;
           }

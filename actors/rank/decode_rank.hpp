@@ -23,6 +23,7 @@
 #include "messages/bootstrap.hpp"
 #include "messages/decision.hpp"
 #include "messages/handles.hpp"
+#include "messages/staging.hpp"
 #include "transport/transport.hpp"
 
 namespace kvferry {
@@ -39,6 +40,9 @@ struct decode_rank_config {
   std::shared_ptr<transport::transport> net;
   /// Where the decider of this rank's instance is.
   decider_locator decider;
+  /// This rank's staging ring, offered to its prefill sources (not offered:
+  /// no staging here).
+  staging_offer staging;
   /// Held while the actor lives: the slots of its rooms watch it.
   std::shared_ptr<const void> alive;
 };
@@ -67,7 +71,9 @@ struct decode_rank_state {
     room_slot_ptr slot;
     std::vector<std::string> writers;  // endpoints of its writing sources
     caf::actor_clock::time_point since;
-    bool cut = false;  // the writers were disconnected
+    bool cut = false;     // the writers were disconnected
+    bool staged = false;  // its staging room closes with it
+    room_key key;
   };
 
   decode_rank_config cfg;

@@ -22,6 +22,8 @@ struct room_source {
   bool dummy = false;       ///< takes part, writes nothing into this rank
   bool writes_aux = false;  ///< writes the aux row and the states
   std::string endpoint;     ///< its data-plane endpoint (to cut it off)
+  kv_layout layout;         ///< its layout, from the topology
+  bool staged = false;      ///< its chunks come through this rank's staging ring
 };
 
 class decode_room {
@@ -73,6 +75,17 @@ class decode_room {
   /// go to them.
   bool announcement_keyed() const { return announced_ && keys_received_ >= joins_sent_; }
 
+  /// True once the room was opened on the staging actor (some source stages).
+  bool staged() const { return staged_; }
+  void mark_staged() { staged_ = true; }
+  /// Whether chunks from `rank` come through the staging ring.
+  bool staged_from(const rank_ref& rank) const {
+    for (auto& s : sources_)
+      if (s.rank == rank)
+        return s.staged;
+    return false;
+  }
+
   /// True once the requests went to the sources (and the room's fence is open).
   bool requested() const { return requested_; }
   void mark_requested() { requested_ = true; }
@@ -117,6 +130,7 @@ class decode_room {
   uint32_t joins_sent_ = 0;
   uint32_t keys_received_ = 0;
   bool requested_ = false;
+  bool staged_ = false;
   bool finished_ = false;
   failure reported_;
   uint64_t bytes_ = 0;

@@ -6,6 +6,7 @@
 
 #include "actors/guard.hpp"
 #include "actors/log.hpp"
+#include "actors/plan/staging_plan.hpp"
 #include "actors/plan/tp_mapping.hpp"
 #include "actors/rank/decider_heartbeat.hpp"
 #include "actors/rank/room_steps.hpp"
@@ -400,10 +401,15 @@ prefill_rank_actor::behavior_type prefill_rank(
         self->monitor(reg.handle);
         st.peers.insert_or_assign(reg.decode_rank,
                                   prefill_rank_state::peer{reg.handle, reg.layout});
-        self->send(st.cfg.transfer, peer_connect{reg.decode_rank, reg.data_endpoint, reg.layout});
-        log().info("{} accepted decode {} at {}", who(self), to_string(reg.decode_rank),
-                   reg.data_endpoint);
-        return dest_accepted{st.cfg.self};
+        // Staging when the decode rank offers a ring, this rank has a gather
+        // buffer, and the two layouts would otherwise slice every token.
+        bool staged =
+            st.cfg.staging && reg.staging.offered() && staging_applies(st.cfg.layout, reg.layout);
+        self->send(st.cfg.transfer, peer_connect{reg.decode_rank, reg.data_endpoint, reg.layout,
+                                                 staged ? reg.staging : staging_offer{}});
+        log().info("{} accepted decode {} at {}{}", who(self), to_string(reg.decode_rank),
+                   reg.data_endpoint, staged ? " (staged)" : "");
+        return dest_accepted{st.cfg.self, staged};
       },
       [self](room_request& req) {
         auto& st = self->state;
@@ -463,8 +469,8 @@ prefill_rank_actor::behavior_type prefill_rank(
           return;
         }
         if (auto p = st.peers.find(r.peer); p != st.peers.end())
-          self->send(p->second.handle,
-                     chunk_landed{r.key, st.cfg.self, r.chunk, r.pages, r.bytes, dest_done});
+          self->send(p->second.handle, chunk_landed{r.key, st.cfg.self, r.chunk, r.pages, r.bytes,
+                                                    dest_done, r.staged, r.first_page});
         room.fsm().touch();
         if (room.done())
           finish(self, room);

@@ -36,6 +36,9 @@ struct prefill_rank_config {
   deadlines limits;
   bootstrap_locator bootstrap;  ///< where this rank registers
   transfer_actor transfer;
+  /// Its transfer actor has a gather buffer: chunks to a decode rank that
+  /// offers a staging ring take it where the TP sizes differ (MHA/GQA).
+  bool staging = false;
   /// Held while the actor lives: the slots of its rooms watch it.
   std::shared_ptr<const void> alive;
 };

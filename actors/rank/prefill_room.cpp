@@ -123,6 +123,7 @@ std::vector<chunk_job> prefill_room::take_jobs() {
       job.peer = d.decode_rank;
       job.chunk = c.index;
       job.src_pages = c.pages;
+      job.first_page = c.first_page;
       job.dst_pages.assign(d.dst_pages.begin() + c.first_page,
                            d.dst_pages.begin() + c.first_page + c.pages.size());
       job.last = c.last;

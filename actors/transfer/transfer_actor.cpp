@@ -1,6 +1,10 @@
 #include "actors/transfer/transfer_actor.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <exception>
+#include <set>
+#include <vector>
 
 #include <caf/actor_cast.hpp>
 #include <caf/send.hpp>
@@ -8,6 +12,8 @@
 
 #include "actors/log.hpp"
 #include "actors/plan/planner.hpp"
+#include "actors/plan/staging_plan.hpp"
+#include "actors/staging/staging_ring.hpp"
 #include "actors/transfer/to_failure.hpp"
 #include "messages/room.hpp"
 
@@ -31,7 +37,14 @@ void finish(self_ptr self, uint64_t id) {
   r.pages = static_cast<uint32_t>(j.meta.src_pages.size());
   r.bytes = j.bytes;
   r.writes = j.writes;
+  r.staged = j.staged;
+  r.first_page = j.meta.first_page;
+  ++self->state.chunks_done;
+  if (j.staged && !j.why)
+    ++self->state.chunks_staged;
   r.why = j.why;
+  if (j.gather)
+    self->state.gathered.give(*j.gather);
   if (r.why)
     log().warn("[{}] {}: chunk {} to {} failed: {}", to_string(self->state.self), to_string(r.key),
                r.chunk, to_string(j.meta.peer), to_string(r.why));
@@ -53,6 +66,7 @@ bool post(self_ptr self, uint64_t id, write_plan plan, bool is_aux) {
   auto cookie = st.next_id++;
   j.bytes += plan.bytes;
   j.writes += static_cast<uint32_t>(plan.ops.size());
+  st.writes_posted += plan.ops.size();
   ++j.pending;
   st.batches.emplace(cookie, std::make_pair(id, is_aux));
   if (!is_aux)
@@ -102,6 +116,10 @@ void abandon(self_ptr self, uint64_t id) {
   if (j == st.jobs.end())
     return;
   auto room_peer = std::make_pair(j->second.meta.key, j->second.meta.peer);
+  if (j->second.gather)
+    st.gathered.give(*j->second.gather);
+  if (auto p = st.peers.find(j->second.meta.peer); p != st.peers.end())
+    std::erase(p->second.waiting, id);
   for (auto b = st.batches.begin(); b != st.batches.end();) {
     if (b->second.first != id) {
       ++b;
@@ -112,6 +130,158 @@ void abandon(self_ptr self, uint64_t id) {
     b = st.batches.erase(b);
   }
   st.jobs.erase(j);
+}
+
+/// Posts a job's KV plan and, on a last chunk, the states and aux row after
+/// it. The job may be finished (and gone) when it returns.
+void launch(self_ptr self, uint64_t id, write_plan plan) {
+  auto& st = self->state;
+  auto& j = st.jobs.at(id);
+  bool with_tail = j.meta.last && (j.meta.src_aux != no_aux_slot || !j.meta.src_states.empty());
+  if (with_tail) {
+    // The stamp lets decode check that the row it commits is this room's.
+    if (j.meta.src_aux != no_aux_slot)
+      write_stamp(st.pool, j.meta.src_aux, j.meta.key);
+    if (st.caps.ordered_writes) {
+      // Ops land in order on this backend: states and the aux row ride last in the batch.
+      if (auto rc = plan_tail(plan, st, j.meta); !rc.ok()) {
+        fail_job(j, failure{errc::invalid_argument, rc.message(), st.self});
+        finish(self, id);
+        return;
+      }
+    } else {
+      j.aux_waiting = true;
+    }
+  }
+  if (!plan.ops.empty())
+    post(self, id, std::move(plan), false);
+  if (j.aux_waiting && !j.why && st.kv_in_flight.count({j.meta.key, j.meta.peer}) == 0)
+    post_aux(self, id);
+  if (j.pending == 0 && !j.aux_waiting)
+    finish(self, id);
+}
+
+/// Posts the staged jobs of `rank` that may go now: granted, their slot
+/// consumed by the ring's watermark, and gather space free. A job that must
+/// wait holds back only the later chunks of its own room (their order
+/// matters to the room's last chunk); other rooms go past it. This cannot
+/// deadlock: the oldest space held in a ring is always writable.
+void pump(self_ptr self, const rank_ref& rank) {
+  auto& st = self->state;
+  auto p = st.peers.find(rank);
+  if (p == st.peers.end())
+    return;
+  auto& peer = p->second;
+  std::set<room_key> held_back;
+  for (size_t k = 0; k < peer.waiting.size();) {
+    auto id = peer.waiting[k];
+    auto& j = st.jobs.at(id);
+    if (held_back.count(j.meta.key)) {
+      ++k;
+      continue;
+    }
+    if (!j.grant || !may_write(j.grant->end, peer.staging.size, peer.consumed)) {
+      held_back.insert(j.meta.key);
+      ++k;
+      continue;
+    }
+    if (j.grant->offset + j.staged_bytes > peer.staging.size) {
+      peer.waiting.erase(peer.waiting.begin() + static_cast<long>(k));
+      fail_job(j,
+               failure{errc::out_of_bounds,
+                       "staging grant at ring offset " + std::to_string(j.grant->offset) + " for " +
+                           std::to_string(j.staged_bytes) + " bytes exceeds the ring of " +
+                           std::to_string(peer.staging.size) + " bytes of " + to_string(rank),
+                       st.self});
+      finish(self, id);
+      continue;
+    }
+    auto at = st.gathered.take(j.staged_bytes);
+    if (!at) {
+      held_back.insert(j.meta.key);
+      ++k;
+      continue;
+    }
+    peer.waiting.erase(peer.waiting.begin() + static_cast<long>(k));
+    j.gather = *at;
+    j.posted = true;
+    auto copies = plan_gather(st.pool.layout, peer.layout, j.meta.src_pages);
+    if (!copies.ok()) {
+      fail_job(j, failure{errc::invalid_pages, copies.error().message(), st.self});
+      finish(self, id);
+      continue;
+    }
+    for (auto& c : *copies)
+      std::memcpy(st.staging.gather + *at + c.staged_offset,
+                  st.pool.kv_bases[c.buffer] + c.pool_offset, c.length);
+    write_plan plan;
+    plan.ops.push_back(
+        {st.staging.region, *at, peer.staging.region, j.grant->offset, j.staged_bytes});
+    plan.bytes = j.staged_bytes;
+    launch(self, id, std::move(plan));
+  }
+}
+
+/// Posts what waits for gather space on any peer.
+void pump_all(self_ptr self) {
+  std::vector<rank_ref> ranks;
+  for (auto& [rank, peer] : self->state.peers)
+    if (!peer.waiting.empty())
+      ranks.push_back(rank);
+  for (auto& r : ranks)
+    pump(self, r);
+}
+
+/// A staged job that will not be posted: its room fails with `why`.
+void drop_staged(self_ptr self, uint64_t id, failure why) {
+  auto& st = self->state;
+  auto j = st.jobs.find(id);
+  if (j == st.jobs.end() || !j->second.staged || j->second.posted)
+    return;  // finished, or already posted
+  if (auto p = st.peers.find(j->second.meta.peer); p != st.peers.end())
+    std::erase(p->second.waiting, id);
+  fail_job(j->second, std::move(why));
+  finish(self, id);
+}
+
+/// Asks the peer's staging actor for ring space for a staged job.
+void start_staged(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  auto& j = st.jobs.at(id);
+  auto& peer = st.peers.at(j.meta.peer);
+  j.staged = true;
+  auto pages = static_cast<uint32_t>(j.meta.src_pages.size());
+  j.staged_bytes = staged_bytes(st.pool.layout, peer.layout, pages);
+  if (j.staged_bytes > st.staging.size) {
+    fail_job(j, failure{errc::staging_oversized,
+                        "chunk " + std::to_string(j.meta.chunk) + " of " + to_string(j.meta.key) +
+                            " stages " + std::to_string(j.staged_bytes) +
+                            " bytes, more than the gather buffer of " +
+                            std::to_string(st.staging.size) + " bytes of " + to_string(st.self),
+                        st.self});
+    finish(self, id);
+    return;
+  }
+  peer.waiting.push_back(id);
+  staging_ask ask{j.meta.key, st.self, j.meta.chunk, j.meta.first_page, pages, j.staged_bytes};
+  auto rank = j.meta.peer;
+  self->request(peer.staging.handle, st.staging.slot_wait, std::move(ask))
+      .then(
+          [self, id, rank](staging_grant& g) {
+            auto& st = self->state;
+            auto j = st.jobs.find(id);
+            if (j == st.jobs.end())
+              return;
+            j->second.grant = g;
+            if (auto p = st.peers.find(rank); p != st.peers.end())
+              p->second.consumed = std::max(p->second.consumed, g.consumed);
+            pump(self, rank);
+          },
+          [self, id](caf::error& err) {
+            drop_staged(self, id, to_failure(err, self->state.self));
+            pump_all(self);
+          });
+  self->delayed_send(self, st.staging.slot_wait, expire_atom_v, id);
 }
 
 void on_job(self_ptr self, uint64_t id, chunk_job& job) {
@@ -129,6 +299,10 @@ void on_job(self_ptr self, uint64_t id, chunk_job& job) {
     finish(self, id);
     return;
   }
+  if (peer->second.staging.offered() && !j.meta.src_pages.empty()) {
+    start_staged(self, id);
+    return;
+  }
   auto plan = plan_kv(st.pool.layout, peer->second.layout, j.meta.src_pages, j.meta.dst_pages,
                       st.caps.max_write_bytes);
   if (!plan.ok()) {
@@ -136,28 +310,7 @@ void on_job(self_ptr self, uint64_t id, chunk_job& job) {
     finish(self, id);
     return;
   }
-  bool with_tail = j.meta.last && (j.meta.src_aux != no_aux_slot || !j.meta.src_states.empty());
-  if (with_tail) {
-    // The stamp lets decode check that the row it commits is this room's.
-    if (j.meta.src_aux != no_aux_slot)
-      write_stamp(st.pool, j.meta.src_aux, j.meta.key);
-    if (st.caps.ordered_writes) {
-      // Ops land in order on this backend: states and the aux row ride last in the batch.
-      if (auto rc = plan_tail(*plan, st, j.meta); !rc.ok()) {
-        fail_job(j, failure{errc::invalid_argument, rc.message(), st.self});
-        finish(self, id);
-        return;
-      }
-    } else {
-      j.aux_waiting = true;
-    }
-  }
-  if (!plan->ops.empty())
-    post(self, id, std::move(plan).value(), false);
-  if (j.aux_waiting && !j.why && st.kv_in_flight.count({j.meta.key, j.meta.peer}) == 0)
-    post_aux(self, id);
-  if (j.pending == 0 && !j.aux_waiting)
-    finish(self, id);
+  launch(self, id, std::move(plan).value());
 }
 
 void on_done(self_ptr self, batch_done& done) {
@@ -173,6 +326,11 @@ void on_done(self_ptr self, batch_done& done) {
   if (code != transport::code::ok)
     fail_job(j, to_failure(transport::status::from(code, done.message), st.net->name(), j.meta.peer,
                            st.self));
+  if (!is_aux && j.gather) {
+    // The bulk write read its bytes: the gather space may serve another.
+    st.gathered.give(*j.gather);
+    j.gather.reset();
+  }
   if (!is_aux) {
     auto k = std::make_pair(j.meta.key, j.meta.peer);
     if (--st.kv_in_flight[k] == 0) {
@@ -193,17 +351,21 @@ void on_done(self_ptr self, batch_done& done) {
   }
   if (st.jobs.count(id) && st.jobs.at(id).pending == 0 && !st.jobs.at(id).aux_waiting)
     finish(self, id);
+  pump_all(self);
 }
 
 }  // namespace
 
 transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer_state> self,
                                        rank_ref rank, local_pool pool,
-                                       std::shared_ptr<transport::transport> net) {
+                                       std::shared_ptr<transport::transport> net,
+                                       transfer_staging staging) {
   auto& st = self->state;
   st.self = std::move(rank);
   st.pool = std::move(pool);
   st.net = std::move(net);
+  st.staging = staging;
+  st.gathered = gather_space{staging.gather ? staging.size : 0};
   st.caps = st.net->capabilities();
   // Completions arrive on the transport's threads; they become messages. The
   // handler holds the actor weakly: the transport lives inside this actor.
@@ -226,7 +388,11 @@ transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer
           return;
         }
         st.unreachable.erase(pc.peer);
-        st.peers.insert_or_assign(pc.peer, transfer_state::peer{*id, std::move(pc.layout)});
+        if (!st.staging.gather)
+          pc.staging = staging_offer{};
+        auto& peer = st.peers[pc.peer];
+        // Jobs still waiting for the previous ring fail by their own timer.
+        peer = transfer_state::peer{*id, std::move(pc.layout), pc.staging, 0, {}};
       },
       [self](chunk_job& job) {
         auto key = job.key;
@@ -255,6 +421,37 @@ transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer
           log().error("[{}] exception on completion of batch {}: {}", to_string(self->state.self),
                       done.cookie, e.what());
         }
+      },
+      [self](staging_watermark& wm) {
+        // The staging actor names its decode rank by place.
+        for (auto& [rank, peer] : self->state.peers)
+          if (same_place(rank, wm.ring) && wm.consumed > peer.consumed) {
+            peer.consumed = wm.consumed;
+            pump(self, rank);
+          }
+      },
+      [self](expire_atom, uint64_t id) {
+        auto& st = self->state;
+        auto j = st.jobs.find(id);
+        if (j == st.jobs.end() || !j->second.staged || j->second.posted)
+          return;
+        auto& job = j->second;
+        std::string state = "no ring space granted";
+        if (job.grant) {
+          auto consumed = uint64_t{0};
+          if (auto p = st.peers.find(job.meta.peer); p != st.peers.end())
+            consumed = p->second.consumed;
+          state = "its slot ends at " + std::to_string(job.grant->end) +
+                  " and the ring was consumed up to " + std::to_string(consumed);
+        }
+        drop_staged(self, id,
+                    failure{errc::deadline,
+                            "staged chunk " + std::to_string(job.meta.chunk) + " of " +
+                                to_string(job.meta.key) + " to " + to_string(job.meta.peer) +
+                                " waited " + std::to_string(st.staging.slot_wait.count()) +
+                                " ms for its ring slot: " + state,
+                            st.self});
+        pump_all(self);
       },
   };
 }

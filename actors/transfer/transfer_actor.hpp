@@ -2,20 +2,43 @@
 // chunk job into one coalesced batch (all layers, runs of consecutive pages
 // merged) and reports the outcome to the rank. A failed write, a bad plan or
 // an exception fails that chunk's room only; the actor carries on.
+//
+// Staged chunks (a peer that offered its staging ring, messages/staging.hpp)
+// ask the peer's staging actor for ring space, wait for its watermark to free
+// the slot, gather the rank's head slice of every layer into the gather
+// buffer and go as one bulk write. A staged chunk that must wait holds back
+// only the later chunks of its own room; other rooms and peers go past it.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "actors/rank/local_pool.hpp"
+#include "actors/transfer/gather_space.hpp"
 #include "messages/handles.hpp"
+#include "messages/staging.hpp"
 #include "messages/transfer.hpp"
 #include "transport/transport.hpp"
 
 namespace kvferry {
+
+/// A prefill rank's staging side: the gather buffer (registered with the
+/// rank's transport) where staged chunks are gathered before their bulk
+/// write. Without one, every chunk takes the sliced path.
+struct transfer_staging {
+  std::byte* gather = nullptr;
+  uint64_t size = 0;
+  transport::region_id region = 0;
+  /// How long a staged chunk may wait for its ring slot (the grant and the
+  /// watermark) before its room fails.
+  std::chrono::milliseconds slot_wait{10000};
+};
 
 struct transfer_state {
   static inline const char* name = "kvferry.transfer";
@@ -29,6 +52,13 @@ struct transfer_state {
     uint32_t pending = 0;      // batches posted and not completed
     bool aux_waiting = false;  // aux batch deferred until the room's KV has landed
     failure why;
+    // staged jobs: the ring space granted, the gather space taken while the
+    // bulk write runs, and the block's bytes
+    bool staged = false;
+    bool posted = false;  // its bulk write went out (or failed trying)
+    std::optional<staging_grant> grant;
+    std::optional<uint64_t> gather;
+    uint64_t staged_bytes = 0;
   };
 
   rank_ref self;
@@ -38,6 +68,9 @@ struct transfer_state {
   struct peer {
     transport::peer_id id;
     kv_layout layout;
+    staging_offer staging;         // offered and taken: its chunks are staged
+    uint64_t consumed = 0;         // its ring's watermark, as last heard
+    std::deque<uint64_t> waiting;  // staged jobs not posted yet, in ask order
   };
   std::map<rank_ref, peer> peers;
   std::map<rank_ref, std::string> unreachable;            // peers whose connect() failed, and why
@@ -45,12 +78,19 @@ struct transfer_state {
   std::map<uint64_t, std::pair<uint64_t, bool>> batches;  // cookie → (job id, is aux)
   std::map<std::pair<room_key, rank_ref>, uint32_t> kv_in_flight;  // KV batches per room and peer
   uint64_t next_id = 1;
+  transfer_staging staging;
+  gather_space gathered;
+  // counters, for tests and benches that look inside
+  uint64_t writes_posted = 0;  // transport writes, after coalescing
+  uint64_t chunks_done = 0;
+  uint64_t chunks_staged = 0;
 };
 
 /// Spawns with the prefill rank it serves, that rank's pool, and the transport
 /// (which the actor then owns; it is destroyed when the actor terminates).
 transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer_state> self,
                                        rank_ref rank, local_pool pool,
-                                       std::shared_ptr<transport::transport> net);
+                                       std::shared_ptr<transport::transport> net,
+                                       transfer_staging staging);
 
 }  // namespace kvferry

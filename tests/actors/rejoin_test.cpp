@@ -135,8 +135,11 @@ TEST_CASE_METHOD(instance_fixture,
   // A registration of the replaced generation: refused, naming both.
   auto rh = self->request(
       p, caf::infinite,
-      dest_registration{old_rank, decode[0].rt->decode(), "inproc://gone",
-                        state_of<decode_rank_state>(decode[0].rt->decode()).cfg.pool.layout});
+      dest_registration{old_rank,
+                        decode[0].rt->decode(),
+                        "inproc://gone",
+                        state_of<decode_rank_state>(decode[0].rt->decode()).cfg.pool.layout,
+                        {}});
   sched.run();
   std::optional<caf::error> refused;
   rh.receive([](dest_accepted&) { FAIL("a replaced generation was accepted"); },

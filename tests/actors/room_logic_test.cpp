@@ -149,7 +149,7 @@ TEST_CASE("decode room: only its sources count - each up to its last chunk", "[l
   auto l = layout(8, 2);
   decode_room room{5, nullptr, "local:1", dec, l, deadlines{}};
   rank_ref dummy{role::prefill, "p", 1, 1, 0};
-  room.set_sources({{me, false, true, "local:1"}, {dummy, true, false, ""}});
+  room.set_sources({{me, false, true, "local:1", {}, false}, {dummy, true, false, "", {}, false}});
   rank_ref stranger{role::prefill, "x", 1, 3, 0};
   CHECK_THAT(room.landed(chunk_landed{room.key(), dummy, 0, 1, 10, false})->cause,
              Catch::Contains("which is not a writing source"));

@@ -26,7 +26,7 @@ TEST_CASE("codes are scoped by what they take down", "[messages][failure]") {
   for (auto c : {errc::layout_mismatch, errc::invalid_pages, errc::invalid_chunk,
                  errc::unknown_room, errc::duplicate_room, errc::deadline, errc::aborted,
                  errc::aux_mismatch, errc::transfer_failed, errc::out_of_bounds, errc::unsupported,
-                 errc::internal, errc::invalid_argument})
+                 errc::internal, errc::invalid_argument, errc::staging_oversized})
     CHECK(scope_of(c) == failure_scope::room);
   for (auto c :
        {errc::peer_down, errc::heartbeat_lost, errc::connect_failed, errc::bootstrap_unreachable})

@@ -45,8 +45,8 @@ TEST_CASE_METHOD(coordinator_fixture, "every message type round-trips",
   CHECK(roundtrip(kv_poll::transferring) == kv_poll::transferring);
   CHECK(roundtrip(errc::peer_down) == errc::peer_down);
   CHECK(roundtrip(registration_ack{"prefill-0", 99}) == registration_ack{"prefill-0", 99});
-  CHECK(roundtrip(dest_accepted{r}) == dest_accepted{r});
-  chunk_landed cl{k, r, 3, 16, 1 << 30, true};
+  CHECK(roundtrip(dest_accepted{r, true}) == dest_accepted{r, true});
+  chunk_landed cl{k, r, 3, 16, 1 << 30, true, true, 9};
   CHECK(roundtrip(cl) == cl);
   room_failure rf{k, f};
   CHECK(roundtrip(rf) == rf);
@@ -60,11 +60,11 @@ TEST_CASE_METHOD(coordinator_fixture, "every message type round-trips",
   CHECK(roundtrip(ri) == ri);
   room_status st{k, kv_poll::failed, f};
   CHECK(roundtrip(st) == st);
-  peer_connect pc{r, "tcp://[::1]:4711", l};
+  peer_connect pc{r, "tcp://[::1]:4711", l, staging_offer{{}, 3, 1 << 20}};
   CHECK(roundtrip(pc) == pc);
-  chunk_job cj{k, r, 2, {1, 2}, {3, 4}, true, 1, 2, {{7}}, {{8}}};
+  chunk_job cj{k, r, 2, 5, {1, 2}, {3, 4}, true, 1, 2, {{7}}, {{8}}};
   CHECK(roundtrip(cj) == cj);
-  chunk_result cr{k, r, 2, true, 2, 4096, 3, f};
+  chunk_result cr{k, r, 2, true, 2, 4096, 3, true, 5, f};
   CHECK(roundtrip(cr) == cr);
   batch_done bd{77, 4, "out of bounds"};
   CHECK(roundtrip(bd) == bd);
@@ -76,6 +76,18 @@ TEST_CASE_METHOD(coordinator_fixture, "every message type round-trips",
   CHECK(roundtrip(lv) == lv);
   member_ack ma{"decode-0", 42};
   CHECK(roundtrip(ma) == ma);
+  staging_ask sa{k, r, 4, 8, 2, 65536};
+  CHECK(roundtrip(sa) == sa);
+  staging_grant sg{k, 4, 1024, UINT64_MAX, 77};
+  CHECK(roundtrip(sg) == sg);
+  staging_watermark sw{r, 1ull << 40};
+  CHECK(roundtrip(sw) == sw);
+  staging_room sr{k, {5, 6, 7}, {staging_writer{r, l}}};
+  CHECK(roundtrip(sr) == sr);
+  staging_close sc{k};
+  CHECK(roundtrip(sc) == sc);
+  chunk_scattered cs2{cl, f};
+  CHECK(roundtrip(cs2) == cs2);
 }
 
 TEST_CASE_METHOD(coordinator_fixture, "messages with actor handles round-trip",

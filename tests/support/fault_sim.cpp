@@ -7,6 +7,8 @@
 #include <random>
 #include <set>
 
+#include "actors/staging/staging_actor.hpp"
+
 namespace kvferry::test::sim {
 
 namespace {
@@ -229,12 +231,18 @@ class world : public instance_fixture {
       out.push_back(caf::actor_cast<caf::actor>(r.rt->prefill()));
       out.push_back(caf::actor_cast<caf::actor>(r.rt->transfer()));
     };
+    // A decode rank's process holds its staging actor too.
+    auto add_decode = [&](rank& r) {
+      out.push_back(caf::actor_cast<caf::actor>(r.rt->decode()));
+      if (r.rt->staging())
+        out.push_back(caf::actor_cast<caf::actor>(r.rt->staging()));
+    };
     switch (t) {
       case target::prefill_rank:
         add_prefill(prefill.at(index));
         break;
       case target::decode_rank:
-        out.push_back(caf::actor_cast<caf::actor>(decode.at(index).rt->decode()));
+        add_decode(decode.at(index));
         break;
       case target::decider:
         out.push_back(caf::actor_cast<caf::actor>(dec));
@@ -249,7 +257,7 @@ class world : public instance_fixture {
         break;
       case target::decode_node:
         for (auto& r : decode)
-          out.push_back(caf::actor_cast<caf::actor>(r.rt->decode()));
+          add_decode(r);
         out.push_back(caf::actor_cast<caf::actor>(dec));
         break;
     }
@@ -495,10 +503,15 @@ class world : public instance_fixture {
                   std::to_string(st.deciders.size()) + " deciders, " +
                   std::to_string(st.heard.size()) + " watched");
       auto& t = state_of<transfer_state>(prefill[k].rt->transfer());
-      if (!t.jobs.empty() || !t.batches.empty() || !t.kv_in_flight.empty())
+      size_t waiting = 0;
+      for (auto& [rank, peer] : t.peers)
+        waiting += peer.waiting.size();
+      if (!t.jobs.empty() || !t.batches.empty() || !t.kv_in_flight.empty() || waiting != 0 ||
+          !t.gathered.idle())
         violation("leak: the transfer actor of " + name + " keeps " +
                   std::to_string(t.jobs.size()) + " jobs, " + std::to_string(t.batches.size()) +
-                  " batches");
+                  " batches, " + std::to_string(waiting) + " staged jobs waiting" +
+                  (t.gathered.idle() ? "" : ", gather space"));
     }
     for (size_t k = 0; k < decode.size(); ++k) {
       auto d = decode[k].rt->decode();
@@ -510,6 +523,15 @@ class world : public instance_fixture {
                   std::to_string(st.rooms.size()) + " rooms, " +
                   std::to_string(st.draining.size()) + " draining fences, " +
                   std::to_string(st.heard.size()) + " watched");
+      auto ring = decode[k].rt->staging();
+      if (ring && !is_killed(ring)) {
+        auto& sst = state_of<staging_state>(ring);
+        if (sst.book->rooms() != 0 || sst.book->chunks_held() != 0 || !sst.waiting.empty())
+          violation("leak: the staging actor of decode rank " + std::to_string(k) + " keeps " +
+                    std::to_string(sst.book->rooms()) + " rooms, " +
+                    std::to_string(sst.book->chunks_held()) + " chunks of ring space, " +
+                    std::to_string(sst.waiting.size()) + " waiting asks");
+      }
     }
     if (!is_killed(dec)) {
       auto& st = state_of<decider_state>(dec);

@@ -41,6 +41,9 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
   uint32_t pool_pages = 24;
   uint32_t aux_rows = 8;
   deadlines limits;
+  /// Staging (heterogeneous TP, MHA/GQA): small ring and gather buffers, so
+  /// that many ranks start fast; tests that need more set them.
+  staging_options staging{true, 1 << 20, 1 << 20, std::chrono::seconds{10}};
   uint64_t seed = 11;
   std::vector<apps::state_spec> states;  ///< state components of every rank
   /// Fault plans per prefill rank index (tp + pp * tp_size), when set.
@@ -205,6 +208,7 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
     o.pool = r.pool->describe();
     o.transport = "inproc";
     o.limits = limits;
+    o.staging = staging;
     o.wait_on_stop = false;
     o.bootstrap = where();
     o.decider = decider_locator{dec, "", 0};

@@ -1,0 +1,159 @@
+#include "actors/staging/staging_actor.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <caf/actor_cast.hpp>
+
+#include "actors/guard.hpp"
+#include "actors/log.hpp"
+
+namespace kvferry {
+
+namespace {
+
+using self_ptr = staging_actor::stateful_pointer<staging_state>;
+
+std::string who(self_ptr self) {
+  return "[staging " + to_string(self->state.cfg.self) + "]";
+}
+
+/// Tells every writer that asked here how far the ring was consumed, if that
+/// moved since they were last told.
+void tell_watermark(self_ptr self) {
+  auto& st = self->state;
+  auto now = st.book->watermark();
+  if (now == st.told)
+    return;
+  st.told = now;
+  for (auto& [addr, writer] : st.writers)
+    self->send(writer, staging_watermark{st.cfg.self, now});
+}
+
+/// Runs a scatter: the writer's block in the ring into the room's pages.
+void run_scatter(self_ptr self, const staging_book::scatter& s) {
+  auto& st = self->state;
+  for (auto& c : s.copies) {
+    auto from = s.ring_offset + c.staged_offset;
+    if (from + c.length > st.cfg.ring_size || c.buffer >= st.cfg.pool.kv_bases.size())
+      throw std::logic_error("scatter outside the ring or the pool: ring offset " +
+                             std::to_string(from) + " length " + std::to_string(c.length));
+    std::memcpy(st.cfg.pool.kv_bases[c.buffer] + c.pool_offset, st.cfg.ring + from, c.length);
+    st.scattered_bytes += c.length;
+  }
+  ++st.scatters;
+}
+
+caf::result<staging_grant> answer(self_ptr self, const staging_ask& a) {
+  auto r = self->state.book->ask(a);
+  if (auto* f = std::get_if<failure>(&r)) {
+    log().warn("{} {}: {}", who(self), to_string(a.key), to_string(*f));
+    return to_error(*f);
+  }
+  return std::get<staging_grant>(r);
+}
+
+void arm_sweep(self_ptr self) {
+  auto& st = self->state;
+  if (st.sweep_armed || st.waiting.empty())
+    return;
+  st.sweep_armed = true;
+  self->delayed_send(self, st.cfg.ask_wait / 4 + std::chrono::milliseconds{1}, expire_atom_v);
+}
+
+void on_exception(self_ptr self, const std::string& what) {
+  log().error("{} exception in a handler: {}", who(self), what);
+}
+
+}  // namespace
+
+staging_actor::behavior_type staging(staging_actor::stateful_pointer<staging_state> self,
+                                     staging_config cfg) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.book = std::make_unique<staging_book>(st.cfg.pool.layout, st.cfg.self, st.cfg.ring_size);
+  auto on_ex = [self](const std::string& what) { on_exception(self, what); };
+  return guarded<staging_actor::behavior_type>(
+      on_ex,
+      [self](staging_ask& a) -> caf::result<staging_grant> {
+        auto& st = self->state;
+        auto writer = caf::actor_cast<transfer_actor>(self->current_sender());
+        if (writer)
+          st.writers.emplace(writer.address(), writer);
+        if (st.book->knows(a.key))
+          return answer(self, a);
+        auto promise = self->make_response_promise<staging_grant>();
+        st.waiting.emplace(a.key, staging_state::parked{a, promise, self->clock().now()});
+        arm_sweep(self);
+        return promise;
+      },
+      [self](staging_room& room) {
+        auto& st = self->state;
+        auto key = room.key;
+        st.book->open(std::move(room));
+        auto [first, last] = st.waiting.equal_range(key);
+        for (auto i = first; i != last; ++i) {
+          auto r = st.book->ask(i->second.ask);
+          if (auto* f = std::get_if<failure>(&r))
+            i->second.promise.deliver(to_error(*f));
+          else
+            i->second.promise.deliver(std::get<staging_grant>(r));
+        }
+        st.waiting.erase(first, last);
+      },
+      [self](staging_close& msg) -> caf::result<staging_close> {
+        auto& st = self->state;
+        auto [first, last] = st.waiting.equal_range(msg.key);
+        for (auto i = first; i != last; ++i)
+          i->second.promise.deliver(
+              make_error(errc::unknown_room, to_string(msg.key) + " closed before it staged"));
+        st.waiting.erase(first, last);
+        if (st.book->close(msg.key))
+          tell_watermark(self);
+        return msg;
+      },
+      [self](chunk_landed& msg) {
+        auto& st = self->state;
+        auto rank = caf::actor_cast<decode_rank_actor>(self->current_sender());
+        auto r = st.book->arrive(msg);
+        if (auto* f = std::get_if<failure>(&r)) {
+          log().warn("{} {}: {}", who(self), to_string(msg.key), to_string(*f));
+          self->send(rank, chunk_scattered{msg, *f});
+          return;
+        }
+        failure why;
+        try {
+          run_scatter(self, std::get<staging_book::scatter>(r));
+        } catch (const std::exception& e) {
+          why = failure{errc::internal, std::string{"scatter failed: "} + e.what(), st.cfg.self};
+          log().error("{} {}: {}", who(self), to_string(msg.key), why.cause);
+        }
+        self->send(rank, chunk_scattered{msg, why});
+        tell_watermark(self);
+      },
+      [self](expire_atom) {
+        auto& st = self->state;
+        st.sweep_armed = false;
+        auto now = self->clock().now();
+        for (auto i = st.waiting.begin(); i != st.waiting.end();) {
+          if (now - i->second.since < st.cfg.ask_wait) {
+            ++i;
+            continue;
+          }
+          auto& a = i->second.ask;
+          auto why =
+              failure{errc::unknown_room,
+                      "staging space asked for " + to_string(a.key) + " by " + to_string(a.writer) +
+                          ", which was not opened for staging on " + to_string(st.cfg.self) +
+                          " within " + std::to_string(st.cfg.ask_wait.count()) + " ms",
+                      st.cfg.self};
+          log().warn("{} {}", who(self), why.cause);
+          i->second.promise.deliver(to_error(why));
+          i = st.waiting.erase(i);
+        }
+        arm_sweep(self);
+      });
+}
+
+}  // namespace kvferry
