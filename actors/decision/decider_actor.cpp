@@ -4,6 +4,7 @@
 #include <set>
 
 #include <caf/actor_cast.hpp>
+#include <caf/send.hpp>
 
 #include "actors/guard.hpp"
 #include "actors/log.hpp"
@@ -326,7 +327,16 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
       },
       [self](room_finished& f) {
         auto& book = self->state.book;
-        if (auto* r = book.find(f.key); r && !lapsed(self, *r))
+        auto* r = book.find(f.key);
+        if (r && r->decision.decided()) {
+          // A reminder from a rank that still waits: its verdict was lost on
+          // the way (a route being set up); it hears it again.
+          auto& v = *r->decision.outcome();
+          caf::anon_send(caf::actor_cast<caf::actor>(self->current_sender()),
+                         room_verdict{r->key, v.outcome, v.why});
+          return;
+        }
+        if (r && !lapsed(self, *r))
           if (auto v = book.finish(*r, f.rank))
             broadcast(self, *r, *v);
       },

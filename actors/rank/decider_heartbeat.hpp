@@ -12,6 +12,7 @@
 // silence_watch by decider address), `beat_armed` and `beat_due`.
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -77,6 +78,34 @@ template <class Self>
 void heard_from_sender(Self* self) {
   self->state.heard.heard(caf::actor_cast<caf::actor_addr>(self->current_sender()),
                           self->clock().now());
+}
+
+/// A ping from a decider: the rooms this rank finished that still wait for
+/// that decider's verdict tell it again that they finished, at most once per
+/// heartbeat silence (the decider answers a decided room with its verdict).
+/// A finish or verdict lost on a route that was being set up then costs a
+/// second, not the room's whole deadline. `told` maps a room id to when its
+/// finish was last sent; `decider_of(room)` is the address of a live room's
+/// decider; `remind(room)` sends room_finished again.
+template <class Self, class Rooms, class DeciderOf, class Remind>
+void remind_finished(Self* self, Rooms& rooms,
+                     std::map<uint64_t, caf::actor_clock::time_point>& told, DeciderOf decider_of,
+                     Remind remind) {
+  auto now = self->clock().now();
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  auto every = self->state.cfg.limits.silence();
+  for (auto i = told.begin(); i != told.end();) {
+    auto r = rooms.find(i->first);
+    if (r == rooms.end() || r->second.fsm().terminal() || !r->second.fsm().awaiting_verdict()) {
+      i = told.erase(i);
+      continue;
+    }
+    if (now - i->second >= every && decider_of(r->second) == sender) {
+      remind(r->second);
+      i->second = now;
+    }
+    ++i;
+  }
 }
 
 /// The periodic check. `decider_of(room)` is the address of the decider of

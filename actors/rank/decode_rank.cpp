@@ -421,6 +421,7 @@ void maybe_finish(self_ptr self, decode_room& room) {
   }
   room.mark_finished();
   self->send(st.decider, room_finished{room.key(), st.cfg.self});
+  st.finish_told[room.key().room] = self->clock().now();
   // Other participants may still be writing: wait as long as a transfer may take.
   room.fsm().await_verdict(st.cfg.limits.transferring + st.cfg.limits.verdict, true);
   sync(self, room);
@@ -597,6 +598,7 @@ decode_rank_actor::behavior_type decode_rank(
           if (!st.draining.count(room.key().generation))
             release(self, room);
         st.rooms.erase(i);
+        st.finish_told.erase(id);
         return caf::unit;
       },
       [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
@@ -672,6 +674,14 @@ decode_rank_actor::behavior_type decode_rank(
       },
       [self](heartbeat_atom, uint64_t seq) -> caf::result<heartbeat_atom, uint64_t> {
         heard_from_sender(self);
+        auto& st = self->state;
+        remind_finished(
+            self, st.rooms, st.finish_told,
+            [&st](const decode_room&) { return st.decider.address(); },
+            [self](const decode_room& room) {
+              auto& st = self->state;
+              self->send(st.decider, room_finished{room.key(), st.cfg.self});
+            });
         return {heartbeat_atom_v, seq};
       },
       // -- timers ---------------------------------------------------------------

@@ -78,6 +78,9 @@ struct decode_rank_state {
 
   decode_rank_config cfg;
   std::map<uint64_t, decode_room> rooms;
+  /// Finished rooms waiting for their verdict: when their finish was last
+  /// sent (decider pings remind the decider of them).
+  std::map<uint64_t, caf::actor_clock::time_point> finish_told;
   std::map<uint64_t, drain> draining;  // by fence token (the room generation)
   bool quiesce_armed = false;
   std::map<std::string, prefill_peer> peers;  // by bootstrap_locator::key()

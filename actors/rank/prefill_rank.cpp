@@ -81,6 +81,7 @@ void finish(self_ptr self, prefill_room& room) {
   if (room.fsm().terminal() || room.fsm().awaiting_verdict() || d == st.deciders.end())
     return;
   self->send(d->second, room_finished{room.key(), st.cfg.self});
+  st.finish_told[room.id()] = self->clock().now();
   room.fsm().await_verdict(st.cfg.limits.transferring + st.cfg.limits.verdict, true);
   sync(self, room);
 }
@@ -376,6 +377,7 @@ prefill_rank_actor::behavior_type prefill_rank(
         add_tombstone(self, room);
         st.rooms.erase(i);
         st.deciders.erase(id);
+        st.finish_told.erase(id);
         return caf::unit;
       },
       [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
@@ -453,6 +455,17 @@ prefill_rank_actor::behavior_type prefill_rank(
       },
       [self](heartbeat_atom, uint64_t seq) -> caf::result<heartbeat_atom, uint64_t> {
         heard_from_sender(self);
+        auto& st = self->state;
+        remind_finished(
+            self, st.rooms, st.finish_told,
+            [&st](const prefill_room& room) {
+              auto d = st.deciders.find(room.id());
+              return d == st.deciders.end() ? caf::actor_addr{} : d->second.address();
+            },
+            [self](const prefill_room& room) {
+              auto& st = self->state;
+              self->send(st.deciders.at(room.id()), room_finished{room.key(), st.cfg.self});
+            });
         return {heartbeat_atom_v, seq};
       },
       // -- transfer actor -------------------------------------------------------

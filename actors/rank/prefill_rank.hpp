@@ -49,6 +49,9 @@ struct prefill_rank_state {
   prefill_rank_config cfg;
   std::map<uint64_t, prefill_room> rooms;      // live rooms by id
   std::map<uint64_t, decider_actor> deciders;  // room id → its decider, once known
+  /// Finished rooms waiting for their verdict: when their finish was last
+  /// sent (decider pings remind the decider of them).
+  std::map<uint64_t, caf::actor_clock::time_point> finish_told;
 
   /// A decode rank's request for a room the scheduler has not opened yet, or a
   /// verdict for it; kept until the room opens or the request expires.
