@@ -137,7 +137,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   if (o.side == role::prefill) {
     transfer_staging ts{staging_base, staging_base ? staging_bytes : 0, staging_region,
                         o.staging.slot_wait};
-    rt->transfer_ = sys.spawn(kvferry::transfer, rt->rank_, pool, net, ts);
+    rt->counters_ = std::make_shared<transfer_counters>();
+    rt->transfer_ = sys.spawn(kvferry::transfer, rt->rank_, pool, net, ts, rt->counters_);
     prefill_rank_config cfg{rt->rank_,   o.tp_size,     o.pp_size,
                             *layout,     rt->endpoint_, o.limits,
                             o.bootstrap, rt->transfer_, staging_base != nullptr,

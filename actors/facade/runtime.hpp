@@ -33,6 +33,8 @@
 
 namespace kvferry {
 
+struct transfer_counters;
+
 /// The staging path for heterogeneous TP (MHA/GQA with different TP sizes):
 /// a decode rank's ring, a prefill rank's gather buffer. Both are shared
 /// memory of the rank, registered with its transport; a rank of a role
@@ -105,6 +107,8 @@ class runtime {
   transfer_actor transfer() const { return transfer_; }
   /// Decode: the decider this rank reports to, when it is a handle.
   decider_actor decider() const { return opts_.decider.handle; }
+  /// Prefill: what its transfer actor did so far (null on a decode rank).
+  const transfer_counters* counters() const { return counters_.get(); }
   /// Decode: the rank's staging actor (null with staging off).
   staging_actor staging() const { return staging_; }
 
@@ -124,6 +128,7 @@ class runtime {
   decode_rank_actor decode_;
   transfer_actor transfer_;
   staging_actor staging_;
+  std::shared_ptr<transfer_counters> counters_;
   transport::shared_memory staging_memory_;  // the ring or the gather buffer
   decider_actor own_decider_;                // spawned for a one-rank decode instance
   std::weak_ptr<const void> alive_;          // held by the rank actor while it lives

@@ -39,9 +39,9 @@ void finish(self_ptr self, uint64_t id) {
   r.writes = j.writes;
   r.staged = j.staged;
   r.first_page = j.meta.first_page;
-  ++self->state.chunks_done;
+  ++self->state.counters->chunks;
   if (j.staged && !j.why)
-    ++self->state.chunks_staged;
+    ++self->state.counters->staged;
   r.why = j.why;
   if (j.gather)
     self->state.gathered.give(*j.gather);
@@ -66,7 +66,7 @@ bool post(self_ptr self, uint64_t id, write_plan plan, bool is_aux) {
   auto cookie = st.next_id++;
   j.bytes += plan.bytes;
   j.writes += static_cast<uint32_t>(plan.ops.size());
-  st.writes_posted += plan.ops.size();
+  st.counters->writes += plan.ops.size();
   ++j.pending;
   st.batches.emplace(cookie, std::make_pair(id, is_aux));
   if (!is_aux)
@@ -359,12 +359,14 @@ void on_done(self_ptr self, batch_done& done) {
 transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer_state> self,
                                        rank_ref rank, local_pool pool,
                                        std::shared_ptr<transport::transport> net,
-                                       transfer_staging staging) {
+                                       transfer_staging staging,
+                                       std::shared_ptr<transfer_counters> counters) {
   auto& st = self->state;
   st.self = std::move(rank);
   st.pool = std::move(pool);
   st.net = std::move(net);
   st.staging = staging;
+  st.counters = counters ? std::move(counters) : std::make_shared<transfer_counters>();
   st.gathered = gather_space{staging.gather ? staging.size : 0};
   st.caps = st.net->capabilities();
   // Completions arrive on the transport's threads; they become messages. The

@@ -10,6 +10,7 @@
 // only the later chunks of its own room; other rooms and peers go past it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +28,14 @@
 #include "transport/transport.hpp"
 
 namespace kvferry {
+
+/// What a transfer actor did, published on purpose (read from any thread,
+/// e.g. by a bench once its rooms concluded).
+struct transfer_counters {
+  std::atomic<uint64_t> writes{0};  ///< transport writes posted, after coalescing
+  std::atomic<uint64_t> chunks{0};  ///< chunk jobs finished
+  std::atomic<uint64_t> staged{0};  ///< ... of which went through a staging ring
+};
 
 /// A prefill rank's staging side: the gather buffer (registered with the
 /// rank's transport) where staged chunks are gathered before their bulk
@@ -80,10 +89,7 @@ struct transfer_state {
   uint64_t next_id = 1;
   transfer_staging staging;
   gather_space gathered;
-  // counters, for tests and benches that look inside
-  uint64_t writes_posted = 0;  // transport writes, after coalescing
-  uint64_t chunks_done = 0;
-  uint64_t chunks_staged = 0;
+  std::shared_ptr<transfer_counters> counters;
 };
 
 /// Spawns with the prefill rank it serves, that rank's pool, and the transport
@@ -91,6 +97,7 @@ struct transfer_state {
 transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer_state> self,
                                        rank_ref rank, local_pool pool,
                                        std::shared_ptr<transport::transport> net,
-                                       transfer_staging staging);
+                                       transfer_staging staging,
+                                       std::shared_ptr<transfer_counters> counters);
 
 }  // namespace kvferry

@@ -16,6 +16,7 @@
 #include "apps/bench/bench_args.hpp"
 #include "apps/bench/suite_cuda.hpp"
 #include "apps/bench/suite_failover.hpp"
+#include "apps/bench/suite_staging.hpp"
 #include "apps/bench/suite_tcp.hpp"
 #include "apps/bench/suite_transports.hpp"
 
@@ -35,6 +36,10 @@ int usage() {
                "  failover  kill_to_all_failed_p50_ms/_p99_ms (kill -9 of one prefill rank\n"
                "        process, TP 2 -> 2, to the last survivor's conclusion; --kills=N) and\n"
                "        partition_to_all_failed_p99_ms (SIGSTOP instead; --stops=N)\n"
+               "  staging  writes_per_request_ratio (head-sliced writes per request over\n"
+               "        staging's) and staging_bandwidth (baseline the sliced path, same rooms)\n"
+               "        for MHA TP 4 -> 1 and 1 -> 4; --model=NAME, --rooms=N,\n"
+               "        --min-tokens/--max-tokens, --chunk-pages=N, --transport=auto|tcp|shm\n"
                "  cuda  staging's gather/scatter kernel (baseline cudaMemcpy device to device)\n"
                "        and the pinned bounce pipeline (baseline cudaMemcpy D2H/H2D); skips\n"
                "        without a GPU; --tokens=N, --iters=N, --bounce-bytes=B\n";
@@ -65,6 +70,8 @@ int main(int argc, char** argv) {
       return kvferry::bench::run_transports_suite(a);
     if (a.suite == "failover")
       return kvferry::bench::run_failover_suite(a);
+    if (a.suite == "staging")
+      return kvferry::bench::run_staging_suite(a);
     if (a.suite == "cuda")
       return kvferry::bench::run_cuda_suite(a);
     if (!a.suite.empty())

@@ -41,6 +41,7 @@ caf::expected<hosted_ranks> start_ranks(caf::actor_system& sys, const ranks_spec
       o.transport_options.listen_port =
           spec.first_data_port == 0 ? 0 : static_cast<uint16_t>(spec.first_data_port + index);
       o.limits = spec.limits;
+      o.staging = spec.staging;
       o.bootstrap = spec.bootstrap;
       o.decider = spec.decider;
       auto rt = runtime::start(sys, std::move(o));

@@ -32,6 +32,7 @@ struct ranks_spec {
   std::string listen_host = "127.0.0.1";
   uint16_t first_data_port = 0;  ///< 0: any free port; else rank i listens on this + i
   deadlines limits;
+  staging_options staging;      ///< heterogeneous TP (MHA/GQA): ring and gather buffers
   bootstrap_locator bootstrap;  ///< prefill
   decider_locator decider;      ///< decode
 };

@@ -90,10 +90,10 @@ moved move_rooms(tp_pair c, uint32_t heads, bool staging, const std::vector<plan
     out.decode_kv.push_back(std::move(bytes));
   }
   for (auto& p : f.prefill) {
-    auto& t = instance_fixture::state_of<transfer_state>(p.rt->transfer());
-    out.writes += t.writes_posted;
-    out.staged_chunks += t.chunks_staged;
-    out.chunks += t.chunks_done;
+    auto* t = p.rt->counters();
+    out.writes += t->writes;
+    out.staged_chunks += t->staged;
+    out.chunks += t->chunks;
   }
   return out;
 }
@@ -216,8 +216,7 @@ TEST_CASE_METHOD(instance_fixture, "staging: an aborted room gives its ring spac
   // Freeze the transfer actor once it asked: grants come, no write goes.
   s.send({0, 1}, false);
   sched.run();
-  auto& t = state_of<transfer_state>(prefill[0].rt->transfer());
-  CHECK(t.chunks_staged == 4u);  // chunk 0 to each of the 4 decode ranks
+  CHECK(prefill[0].rt->counters()->staged == 4u);  // chunk 0 to each of the 4 decode ranks
   s.send({2, 3}, true);
   freeze(prefill[0].rt->transfer());
   run_live();
