@@ -67,6 +67,8 @@ struct demo_config : kvferry::config {
   int64_t epoch_ns = 0;
   uint32_t interval_us = 0;
   bool print_conclusions = false;
+  bool no_staging = false;
+  uint32_t staging_mib = 32;
 
   demo_config() {
     opt_group{custom_options_, "global"}
@@ -91,6 +93,10 @@ struct demo_config : kvferry::config {
         .add(concurrency, "concurrency", "requests in flight per side")
         .add(seed, "seed", "seed of page orders, prompt lengths and KV bytes")
         .add(json, "json", "print one JSON summary line per side")
+        .add(no_staging, "no-staging",
+             "heterogeneous TP (MHA/GQA): write head slices per token instead of staging")
+        .add(staging_mib, "staging-mib",
+             "MiB of each decode rank's staging ring and each prefill rank's gather buffer")
         .add(ranks, "ranks", "rank indices (tp + pp * tp-size) this process hosts, e.g. 1 or 0,1")
         .add(join_bootstrap, "join-bootstrap",
              "prefill: join the bootstrap at --bootstrap-port instead of hosting one")
@@ -158,6 +164,8 @@ caf::expected<hosted_ranks> start_instance(caf::actor_system& sys, const demo_co
   spec.transport = cfg.transport;
   spec.listen_host = cfg.host;
   spec.limits = cfg.limits;
+  spec.staging.enabled = !cfg.no_staging;
+  spec.staging.ring_bytes = spec.staging.gather_bytes = uint64_t{cfg.staging_mib} << 20;
   spec.bootstrap = boot;
   spec.decider = dec;
   return start_ranks(sys, spec);
