@@ -23,6 +23,7 @@
 #include "actors/facade/receiver.hpp"
 #include "actors/facade/sender.hpp"
 #include "actors/rank/deadlines.hpp"
+#include "actors/staging/staging_options.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/decision.hpp"
 #include "messages/handles.hpp"
@@ -34,19 +35,6 @@
 namespace kvferry {
 
 struct transfer_counters;
-
-/// The staging path for heterogeneous TP (MHA/GQA with different TP sizes):
-/// a decode rank's ring, a prefill rank's gather buffer. Both are shared
-/// memory of the rank, registered with its transport; a rank of a role
-/// allocates only its own. A chunk larger than either fails its room, naming
-/// both sizes.
-struct staging_options {
-  bool enabled = true;               ///< off: every chunk takes the sliced path
-  uint64_t ring_bytes = 32 << 20;    ///< decode: the staging ring
-  uint64_t gather_bytes = 32 << 20;  ///< prefill: the gather buffer
-  /// Prefill: how long a staged chunk may wait for its ring slot.
-  std::chrono::milliseconds slot_wait{10000};
-};
 
 struct rank_options {
   role side = role::prefill;

@@ -75,6 +75,20 @@ class reader {
     return false;
   }
 
+  /// A boolean (true or false).
+  bool boolean(const toml::table& t, std::string_view where, std::string_view key, bool& out) {
+    auto* n = t.get(key);
+    if (!n)
+      return false;
+    if (auto* b = n->as_boolean()) {
+      out = b->get();
+      return true;
+    }
+    fail(line_of(*n), std::string{key} + " in " + std::string{where} + " is a " + type_name(*n) +
+                          "; expected true or false");
+    return false;
+  }
+
   /// An integer in [lo, hi]; the line of the value goes to `line` when given.
   template <class T>
   bool integer(const toml::table& t, std::string_view where, std::string_view key, T& out,
@@ -179,6 +193,20 @@ void read_deadlines(reader& r, const toml::table& root, cluster_spec& c) {
     r.duration(*t, "[heartbeat]", "interval", c.limits.heartbeat);
     r.integer(*t, "[heartbeat]", "misses", c.limits.heartbeat_misses, false, 1, 1000);
   }
+}
+
+void read_staging(reader& r, const toml::table& root, cluster_spec& c) {
+  auto* t = r.table(root, "staging");
+  if (!t)
+    return;
+  r.only(*t, "[staging]", {"enabled", "ring_mib", "gather_mib"});
+  r.boolean(*t, "[staging]", "enabled", c.staging.enabled);
+  uint64_t mib = c.staging.ring_bytes >> 20;
+  if (r.integer(*t, "[staging]", "ring_mib", mib, false, 1, 1 << 16))
+    c.staging.ring_bytes = mib << 20;
+  mib = c.staging.gather_bytes >> 20;
+  if (r.integer(*t, "[staging]", "gather_mib", mib, false, 1, 1 << 16))
+    c.staging.gather_bytes = mib << 20;
 }
 
 void read_workload(reader& r, const toml::table& root, cluster_spec& c) {
@@ -573,7 +601,8 @@ cluster_parse parse_cluster(std::string_view text, const std::string& file) {
   }
   reader r{file, out.errors};
   r.only(root, "the file",
-         {"transport", "processes", "deadlines", "heartbeat", "workload", "node", "instance"});
+         {"transport", "processes", "deadlines", "heartbeat", "staging", "workload", "node",
+          "instance"});
   cluster_spec c;
   c.file = file;
   if (auto m = read_processes(r, root, "the file"))
@@ -591,6 +620,7 @@ cluster_parse parse_cluster(std::string_view text, const std::string& file) {
     }
   }
   read_deadlines(r, root, c);
+  read_staging(r, root, c);
   read_workload(r, root, c);
   read_nodes(r, root, c);
   read_instances(r, root, c);

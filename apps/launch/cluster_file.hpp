@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "actors/rank/deadlines.hpp"
+#include "actors/staging/staging_options.hpp"
 
 namespace kvferry::launch {
 
@@ -78,10 +79,13 @@ struct workload_spec {
 };
 
 struct cluster_spec {
-  std::string file;               ///< as given, for messages
-  std::string transport = "tcp";  ///< data plane backend (one that crosses processes)
+  std::string file;  ///< as given, for messages
+  /// Data plane backend (one that crosses processes): auto picks shm for a
+  /// peer on this host and network namespace, tcp otherwise.
+  std::string transport = "auto";
   process_mode processes = process_mode::per_node;
-  deadlines limits;  ///< [deadlines] and [heartbeat]
+  deadlines limits;         ///< [deadlines] and [heartbeat]
+  staging_options staging;  ///< [staging]: enabled, ring_mib, gather_mib
   std::vector<node_spec> nodes;
   std::vector<instance_spec> instances;
   std::optional<workload_spec> workload;

@@ -130,6 +130,7 @@ bool start_ranks_here(caf::actor_system& sys, const cluster_spec& c, const node_
   spec.listen_host = node.host;
   spec.first_data_port = s.data_port;
   spec.limits = c.limits;
+  spec.staging = c.staging;
   if (s.role == instance_role::prefill)
     spec.bootstrap = bootstrap_of(c, s);
   else if (inst.dec)

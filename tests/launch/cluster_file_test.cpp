@@ -223,6 +223,27 @@ TEST_CASE("cluster file: values of the wrong kind are refused", "[launch]") {
   }
 }
 
+TEST_CASE("cluster file: staging takes enabled and sizes in MiB", "[launch]") {
+  auto p = parse_cluster(good, "c.toml");
+  REQUIRE(p.cluster);
+  CHECK(p.cluster->staging.enabled);
+  CHECK(p.cluster->staging.ring_bytes == uint64_t{32} << 20);
+  auto text = good + "\n[staging]\nenabled = false\nring_mib = 8\ngather_mib = 4\n";
+  p = parse_cluster(text, "c.toml");
+  for (auto& e : p.errors)
+    UNSCOPED_INFO(e);
+  REQUIRE(p.cluster);
+  CHECK_FALSE(p.cluster->staging.enabled);
+  CHECK(p.cluster->staging.ring_bytes == uint64_t{8} << 20);
+  CHECK(p.cluster->staging.gather_bytes == uint64_t{4} << 20);
+  auto e = one_error(good + "\n[staging]\nenabled = \"yes\"\n");
+  CHECK_THAT(e, Catch::Contains("enabled in [staging] is a string; expected true or false"));
+  e = one_error(good + "\n[staging]\nring_mib = 0\n");
+  CHECK_THAT(e, Catch::Contains("ring_mib = 0 in [staging] is out of range; expected 1..65536"));
+  e = one_error(good + "\n[staging]\nring = 8\n");
+  CHECK_THAT(e, Catch::Contains("unknown key \"ring\" in [staging]"));
+}
+
 TEST_CASE("cluster file: a TP size that does not split the model's heads is refused", "[launch]") {
   // tiny: 8 kv heads. Prefill TP 12 and decode TP 6 map onto each other,
   // but neither splits 8 heads evenly.
