@@ -1,5 +1,7 @@
 #include "apps/common/child_process.hpp"
 
+#include <fstream>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -108,6 +110,14 @@ int child_process::wait(std::chrono::milliseconds timeout) {
   while (pump(std::chrono::milliseconds{10}))
     ;
   return WIFEXITED(*status_) ? WEXITSTATUS(*status_) : 128 + WTERMSIG(*status_);
+}
+
+bool child_process::exited() const {
+  std::ifstream stat{"/proc/" + std::to_string(pid_) + "/stat"};
+  std::string line;
+  std::getline(stat, line);
+  auto paren = line.rfind(')');
+  return paren == std::string::npos || (paren + 2 < line.size() && line[paren + 2] == 'Z');
 }
 
 }  // namespace kvferry::apps

@@ -37,6 +37,10 @@ class child_process {
 
   int pid() const { return pid_; }
 
+  /// True once the child has exited (a zombie not reaped yet, or gone);
+  /// reads /proc, reaps nothing.
+  bool exited() const;
+
  private:
   /// Reads what is available within `timeout`; false at end of output.
   bool pump(std::chrono::milliseconds timeout);

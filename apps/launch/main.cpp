@@ -124,15 +124,6 @@ void print_summary(const cluster_spec& c) {
               << "\n";
 }
 
-/// True once process `pid` (a child, not yet reaped) has exited: a zombie.
-bool exited(int pid) {
-  std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
-  std::string line;
-  std::getline(stat, line);
-  auto paren = line.rfind(')');
-  return paren == std::string::npos || (paren + 2 < line.size() && line[paren + 2] == 'Z');
-}
-
 /// Prints a child's output, each line prefixed with its node.
 void print_output(const std::string& node, const std::string& text) {
   size_t at = 0;
@@ -219,7 +210,7 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
       ch.proc->wait_for_line([](const std::string&) { return false; },
                              std::chrono::milliseconds{20});
       flush(k, false);
-      if (late || exited(ch.proc->pid())) {
+      if (late || ch.proc->exited()) {
         ch.rc = ch.proc->wait(late ? std::chrono::milliseconds{0} : std::chrono::seconds{10});
         flush(k, true);
         done[k] = true;

@@ -358,15 +358,6 @@ bool start_children(const cluster_spec& c, const node_spec& node, const node_opt
   return true;
 }
 
-/// True once process `pid` (a child, not yet reaped) has exited: a zombie.
-bool exited(int pid) {
-  std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
-  std::string line;
-  std::getline(stat, line);
-  auto paren = line.rfind(')');
-  return paren == std::string::npos || (paren + 2 < line.size() && line[paren + 2] == 'Z');
-}
-
 /// Relays the children's output until each has exited; the OR of their codes.
 int wait_children(std::vector<rank_child>& children, printer& p) {
   int rc = 0;
@@ -378,7 +369,7 @@ int wait_children(std::vector<rank_child>& children, printer& p) {
       ch.proc->wait_for_line([](const std::string&) { return false; },
                              std::chrono::milliseconds{20});
       relay(ch, p, false);
-      if (exited(ch.proc->pid())) {
+      if (ch.proc->exited()) {
         ch.rc = ch.proc->wait(std::chrono::seconds{10});
         relay(ch, p, true);
         ch.done = true;
