@@ -716,6 +716,9 @@ decode_rank_actor::behavior_type decode_rank(
             sync(self, room);
             return;
           }
+          // A silent decider: the words every rank uses for it.
+          if (st.registered && !decider_alive(self, st.decider.address()))
+            why = decider_lost(decider_ref(st.cfg.self.instance));
           settle(self, room, kv_poll::failed, why);
           return;
         }

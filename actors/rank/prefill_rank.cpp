@@ -512,6 +512,10 @@ prefill_rank_actor::behavior_type prefill_rank(
             sync(self, room);
             return;
           }
+          // A silent decider: the words every rank uses for it (the others
+          // find out by their own check; the decider, back, assumes them).
+          if (d != st.deciders.end() && !decider_alive(self, d->second.address()))
+            why = decider_lost(st.heard.label_or(d->second.address(), unknown_decider()));
           settle(self, room, kv_poll::failed, why);
           return;
         }
