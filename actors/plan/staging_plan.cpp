@@ -83,6 +83,20 @@ transport::result<std::vector<staged_copy>> plan_scatter(const kv_layout& src, c
   return plan_block(*g, dst, dst_pages, false);
 }
 
+std::vector<std::vector<transport::copy_segment>> segments_by_buffer(
+    const std::vector<staged_copy>& copies, size_t buffers, uint64_t block_offset,
+    bool into_block) {
+  std::vector<std::vector<transport::copy_segment>> out(buffers);
+  for (auto& c : copies) {
+    if (c.buffer >= buffers)
+      continue;  // plans only name the side's own buffers
+    auto block = block_offset + c.staged_offset;
+    out[c.buffer].push_back(into_block ? transport::copy_segment{c.pool_offset, block, c.length}
+                                       : transport::copy_segment{block, c.pool_offset, c.length});
+  }
+  return out;
+}
+
 uint64_t copied_bytes(const std::vector<staged_copy>& copies) {
   uint64_t n = 0;
   for (auto& c : copies)

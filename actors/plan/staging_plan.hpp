@@ -18,6 +18,7 @@
 
 #include "actors/plan/tp_mapping.hpp"
 #include "messages/layout.hpp"
+#include "transport/segment_copy.hpp"
 #include "transport/status.hpp"
 
 namespace kvferry {
@@ -59,5 +60,13 @@ transport::result<std::vector<staged_copy>> plan_scatter(const kv_layout& src, c
 
 /// Bytes of `copies` that land in the block (their sum).
 uint64_t copied_bytes(const std::vector<staged_copy>& copies);
+
+/// `copies` as segment lists, one per KV buffer (`buffers` of them), for
+/// transport/segment_copy (the CPU copy and the CUDA kernel): the block's
+/// side is offset by `block_offset` (where the block lies in the ring or the
+/// gather buffer). `into_block`: the pool is the source (gather); otherwise
+/// the block is (scatter).
+std::vector<std::vector<transport::copy_segment>> segments_by_buffer(
+    const std::vector<staged_copy>& copies, size_t buffers, uint64_t block_offset, bool into_block);
 
 }  // namespace kvferry

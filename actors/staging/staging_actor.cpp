@@ -1,6 +1,6 @@
 #include "actors/staging/staging_actor.hpp"
 
-#include <cstring>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -31,16 +31,20 @@ void tell_watermark(self_ptr self) {
     self->send(writer, staging_watermark{st.cfg.self, now});
 }
 
-/// Runs a scatter: the writer's block in the ring into the room's pages.
+/// Runs a scatter: the writer's block in the ring into the room's pages,
+/// every piece checked against the ring and its KV buffer.
 void run_scatter(self_ptr self, const staging_book::scatter& s) {
   auto& st = self->state;
-  for (auto& c : s.copies) {
-    auto from = s.ring_offset + c.staged_offset;
-    if (from + c.length > st.cfg.ring_size || c.buffer >= st.cfg.pool.kv_bases.size())
-      throw std::logic_error("scatter outside the ring or the pool: ring offset " +
-                             std::to_string(from) + " length " + std::to_string(c.length));
-    std::memcpy(st.cfg.pool.kv_bases[c.buffer] + c.pool_offset, st.cfg.ring + from, c.length);
-    st.scattered_bytes += c.length;
+  auto& pool = st.cfg.pool;
+  auto lists = segments_by_buffer(s.copies, pool.kv_bases.size(), s.ring_offset, false);
+  std::span<const std::byte> ring{st.cfg.ring, st.cfg.ring_size};
+  for (size_t b = 0; b < lists.size(); ++b) {
+    if (lists[b].empty())
+      continue;
+    std::span<std::byte> buffer{pool.kv_bases[b], pool.layout.kv_buffers[b].length};
+    if (auto rc = transport::copy_segments_cpu(buffer, ring, lists[b]); !rc.ok())
+      throw std::logic_error("scatter into KV buffer " + std::to_string(b) + ": " + rc.message());
+    st.scattered_bytes += transport::total_bytes(lists[b]);
   }
   ++st.scatters;
 }

@@ -1,9 +1,9 @@
 #include "actors/transfer/transfer_actor.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <exception>
 #include <set>
+#include <span>
 #include <vector>
 
 #include <caf/actor_cast.hpp>
@@ -211,9 +211,20 @@ void pump(self_ptr self, const rank_ref& rank) {
       finish(self, id);
       continue;
     }
-    for (auto& c : *copies)
-      std::memcpy(st.staging.gather + *at + c.staged_offset,
-                  st.pool.kv_bases[c.buffer] + c.pool_offset, c.length);
+    // Every piece checked against its KV buffer and the gather buffer.
+    auto lists = segments_by_buffer(*copies, st.pool.kv_bases.size(), *at, true);
+    std::span<std::byte> gather{st.staging.gather, st.staging.size};
+    transport::status gathered;
+    for (size_t b = 0; b < lists.size() && gathered.ok(); ++b)
+      if (!lists[b].empty())
+        gathered = transport::copy_segments_cpu(
+            gather, {st.pool.kv_bases[b], st.pool.layout.kv_buffers[b].length}, lists[b]);
+    if (!gathered.ok()) {
+      fail_job(j,
+               failure{errc::internal, "gathering a staged chunk: " + gathered.message(), st.self});
+      finish(self, id);
+      continue;
+    }
     write_plan plan;
     plan.ops.push_back(
         {st.staging.region, *at, peer.staging.region, j.grant->offset, j.staged_bytes});

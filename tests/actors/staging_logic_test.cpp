@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "actors/plan/planner.hpp"
@@ -46,16 +47,17 @@ uint64_t pool_bytes(const kv_layout& x) {
   return last.offset + last.length;
 }
 
-/// Runs copies between a pool (buffers at their layout offsets) and a block.
+/// Runs copies between a pool (buffers at their layout offsets) and a block,
+/// as the actors do: segment lists per buffer, checked copies.
 void run(const kv_layout& side, std::vector<std::byte>& pool, std::vector<std::byte>& block,
          const std::vector<staged_copy>& copies, bool to_block) {
-  for (auto& c : copies) {
-    auto* p = pool.data() + side.kv_buffers[c.buffer].offset + c.pool_offset;
-    auto* b = block.data() + c.staged_offset;
-    if (to_block)
-      std::memcpy(b, p, c.length);
-    else
-      std::memcpy(p, b, c.length);
+  auto lists = segments_by_buffer(copies, side.kv_buffers.size(), 0, to_block);
+  for (size_t b = 0; b < lists.size(); ++b) {
+    std::span<std::byte> buffer{pool.data() + side.kv_buffers[b].offset,
+                                side.kv_buffers[b].length};
+    auto rc = to_block ? transport::copy_segments_cpu(block, buffer, lists[b])
+                       : transport::copy_segments_cpu(buffer, block, lists[b]);
+    REQUIRE(rc.ok());
   }
 }
 
