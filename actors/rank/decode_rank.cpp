@@ -617,7 +617,8 @@ decode_rank_actor::behavior_type decode_rank(
         auto* room = find(self, msg.key);
         if (!room || room->fsm().terminal() || room->fsm().awaiting_verdict())
           return;  // stale (another generation), decided, or already reported
-        if (msg.staged != room->staged_from(msg.prefill_rank)) {
+        // (A chunk with no pages carries states and the aux row only: never staged.)
+        if (msg.pages > 0 && msg.staged != room->staged_from(msg.prefill_rank)) {
           report(self, *room,
                  failure{errc::invalid_chunk,
                          "chunk " + std::to_string(msg.chunk) + " of " + to_string(msg.key) +

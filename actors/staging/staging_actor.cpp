@@ -78,13 +78,14 @@ staging_actor::behavior_type staging(staging_actor::stateful_pointer<staging_sta
   st.cfg = std::move(cfg);
   st.book = std::make_unique<staging_book>(st.cfg.pool.layout, st.cfg.self, st.cfg.ring_size);
   auto on_ex = [self](const std::string& what) { on_exception(self, what); };
+  self->set_down_handler([self](caf::down_msg& m) { self->state.writers.erase(m.source); });
   return guarded<staging_actor::behavior_type>(
       on_ex,
       [self](staging_ask& a) -> caf::result<staging_grant> {
         auto& st = self->state;
         auto writer = caf::actor_cast<transfer_actor>(self->current_sender());
-        if (writer)
-          st.writers.emplace(writer.address(), writer);
+        if (writer && st.writers.emplace(writer.address(), writer).second)
+          self->monitor(writer);  // forgotten when it goes
         if (st.book->knows(a.key))
           return answer(self, a);
         auto promise = self->make_response_promise<staging_grant>();

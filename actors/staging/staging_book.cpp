@@ -52,6 +52,10 @@ std::variant<staging_grant, failure> staging_book::ask(const staging_ask& a) {
                    std::to_string(room_pages) + " pages");
   auto& writer_layout = r.spec.writers[writer].layout;
   auto expected = staged_bytes(writer_layout, local_, a.pages);
+  if (expected == 0)
+    return bad(errc::invalid_argument, "staged chunk " + std::to_string(a.chunk) + " of " +
+                                           to_string(a.key) + " from " + to_string(a.writer) +
+                                           ", which shares no head with " + to_string(self_));
   if (a.bytes != expected)
     return bad(errc::invalid_argument,
                "staged chunk " + std::to_string(a.chunk) + " of " + to_string(a.key) + " from " +

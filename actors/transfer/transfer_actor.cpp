@@ -161,6 +161,19 @@ void launch(self_ptr self, uint64_t id, write_plan plan) {
     finish(self, id);
 }
 
+/// Runs `f`, logging what it throws: one room's error never takes the actor
+/// (and every room of its rank) down. A job it left half done fails by its
+/// own timer.
+template <class F>
+void shielded(self_ptr self, const char* what, F f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    log().error("[{}] exception while handling {}: {}", to_string(self->state.self), what,
+                e.what());
+  }
+}
+
 /// Posts the staged jobs of `rank` that may go now: granted, their slot
 /// consumed by the ring's watermark, and gather space free. A job that must
 /// wait holds back only the later chunks of its own room (their order
@@ -180,12 +193,22 @@ void pump(self_ptr self, const rank_ref& rank) {
       ++k;
       continue;
     }
+    if (j.meta.src_pages.empty()) {
+      // A last chunk with no pages (its states and aux row only): it goes
+      // once the room's earlier chunks went, with no ring write.
+      peer.waiting.erase(peer.waiting.begin() + static_cast<long>(k));
+      j.posted = true;
+      launch(self, id, write_plan{});
+      continue;
+    }
     if (!j.grant || !may_write(j.grant->end, peer.staging.size, peer.consumed)) {
       held_back.insert(j.meta.key);
       ++k;
       continue;
     }
-    if (j.grant->offset + j.staged_bytes > peer.staging.size) {
+    if (j.grant->offset > peer.staging.size ||
+        j.staged_bytes > peer.staging.size - j.grant->offset ||
+        j.grant->end < j.grant->offset + j.staged_bytes) {
       peer.waiting.erase(peer.waiting.begin() + static_cast<long>(k));
       fail_job(j,
                failure{errc::out_of_bounds,
@@ -243,16 +266,40 @@ void pump_all(self_ptr self) {
     pump(self, r);
 }
 
-/// A staged job that will not be posted: its room fails with `why`.
+/// A staged job that will not be posted: its room fails with `why`, and so
+/// do the later chunks of the room to that peer still waiting behind it
+/// (their writes would be wasted).
 void drop_staged(self_ptr self, uint64_t id, failure why) {
   auto& st = self->state;
   auto j = st.jobs.find(id);
-  if (j == st.jobs.end() || !j->second.staged || j->second.posted)
+  if (j == st.jobs.end() || j->second.posted)
     return;  // finished, or already posted
-  if (auto p = st.peers.find(j->second.meta.peer); p != st.peers.end())
-    std::erase(p->second.waiting, id);
-  fail_job(j->second, std::move(why));
-  finish(self, id);
+  auto key = j->second.meta.key;
+  std::vector<uint64_t> dropped{id};
+  if (auto p = st.peers.find(j->second.meta.peer); p != st.peers.end()) {
+    auto& waiting = p->second.waiting;
+    auto at = std::find(waiting.begin(), waiting.end(), id);
+    for (auto i = at; i != waiting.end(); ++i)
+      if (*i != id && st.jobs.at(*i).meta.key == key)
+        dropped.push_back(*i);
+    std::erase_if(waiting, [&](uint64_t x) {
+      return std::find(dropped.begin(), dropped.end(), x) != dropped.end();
+    });
+  }
+  for (auto d : dropped) {
+    fail_job(st.jobs.at(d), why);
+    finish(self, d);
+  }
+}
+
+/// Fails every job still waiting for `rank`'s ring.
+void drop_waiting(self_ptr self, const rank_ref& rank, const failure& why) {
+  auto p = self->state.peers.find(rank);
+  if (p == self->state.peers.end())
+    return;
+  auto waiting = p->second.waiting;
+  for (auto w : waiting)
+    drop_staged(self, w, why);
 }
 
 /// Asks the peer's staging actor for ring space for a staged job.
@@ -260,9 +307,24 @@ void start_staged(self_ptr self, uint64_t id) {
   auto& st = self->state;
   auto& j = st.jobs.at(id);
   auto& peer = st.peers.at(j.meta.peer);
-  j.staged = true;
   auto pages = static_cast<uint32_t>(j.meta.src_pages.size());
+  if (pages == 0) {
+    // Nothing to stage; it only waits behind the room's earlier chunks.
+    peer.waiting.push_back(id);
+    pump(self, j.meta.peer);
+    return;
+  }
+  j.staged = true;
   j.staged_bytes = staged_bytes(st.pool.layout, peer.layout, pages);
+  if (j.staged_bytes == 0) {
+    fail_job(
+        j, failure{errc::invalid_argument,
+                   "chunk " + std::to_string(j.meta.chunk) + " of " + to_string(j.meta.key) + ": " +
+                       to_string(st.self) + " shares no head with " + to_string(j.meta.peer),
+                   st.self});
+    finish(self, id);
+    return;
+  }
   if (j.staged_bytes > st.staging.size) {
     fail_job(j, failure{errc::staging_oversized,
                         "chunk " + std::to_string(j.meta.chunk) + " of " + to_string(j.meta.key) +
@@ -279,18 +341,33 @@ void start_staged(self_ptr self, uint64_t id) {
   self->request(peer.staging.handle, st.staging.slot_wait, std::move(ask))
       .then(
           [self, id, rank](staging_grant& g) {
-            auto& st = self->state;
-            auto j = st.jobs.find(id);
-            if (j == st.jobs.end())
-              return;
-            j->second.grant = g;
-            if (auto p = st.peers.find(rank); p != st.peers.end())
-              p->second.consumed = std::max(p->second.consumed, g.consumed);
-            pump(self, rank);
+            shielded(self, "a staging grant", [&] {
+              auto& st = self->state;
+              auto j = st.jobs.find(id);
+              if (j == st.jobs.end())
+                return;
+              if (g.key != j->second.meta.key || g.chunk != j->second.meta.chunk) {
+                drop_staged(self, id,
+                            failure{errc::invalid_argument,
+                                    "staging grant for chunk " + std::to_string(g.chunk) + " of " +
+                                        to_string(g.key) + " answered the ask for chunk " +
+                                        std::to_string(j->second.meta.chunk) + " of " +
+                                        to_string(j->second.meta.key),
+                                    st.self});
+                pump_all(self);
+                return;
+              }
+              j->second.grant = g;
+              if (auto p = st.peers.find(rank); p != st.peers.end())
+                p->second.consumed = std::max(p->second.consumed, g.consumed);
+              pump(self, rank);
+            });
           },
           [self, id](caf::error& err) {
-            drop_staged(self, id, to_failure(err, self->state.self));
-            pump_all(self);
+            shielded(self, "a refused staging ask", [&] {
+              drop_staged(self, id, to_failure(err, self->state.self));
+              pump_all(self);
+            });
           });
   self->delayed_send(self, st.staging.slot_wait, expire_atom_v, id);
 }
@@ -397,14 +474,24 @@ transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer
           log().error("[{}] cannot connect the data plane to {} at {}: {}", to_string(st.self),
                       to_string(pc.peer), pc.endpoint, id.error().to_string());
           st.unreachable[pc.peer] = id.error().to_string();
+          drop_waiting(self, pc.peer,
+                       failure{errc::connect_failed,
+                               "no data-plane connection to " + to_string(pc.peer) + ": " +
+                                   id.error().to_string(),
+                               st.self});
           st.peers.erase(pc.peer);
           return;
         }
         st.unreachable.erase(pc.peer);
         if (!st.staging.gather)
           pc.staging = staging_offer{};
+        // Jobs still waiting for the previous incarnation's ring fail now.
+        drop_waiting(self, pc.peer,
+                     failure{errc::peer_down,
+                             to_string(pc.peer) +
+                                 " registered again while a staged chunk waited for its ring",
+                             st.self});
         auto& peer = st.peers[pc.peer];
-        // Jobs still waiting for the previous ring fail by their own timer.
         peer = transfer_state::peer{*id, std::move(pc.layout), pc.staging, 0, {}};
       },
       [self](chunk_job& job) {
@@ -436,35 +523,42 @@ transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer
         }
       },
       [self](staging_watermark& wm) {
-        // The staging actor names its decode rank by place.
-        for (auto& [rank, peer] : self->state.peers)
-          if (same_place(rank, wm.ring) && wm.consumed > peer.consumed) {
-            peer.consumed = wm.consumed;
-            pump(self, rank);
-          }
+        shielded(self, "a staging watermark", [&] {
+          // Only from the staging actor of the peer's current incarnation
+          // (it names its decode rank by place).
+          auto from = self->current_sender();
+          for (auto& [rank, peer] : self->state.peers)
+            if (same_place(rank, wm.ring) && from == peer.staging.handle.address() &&
+                wm.consumed > peer.consumed) {
+              peer.consumed = wm.consumed;
+              pump(self, rank);
+            }
+        });
       },
       [self](expire_atom, uint64_t id) {
-        auto& st = self->state;
-        auto j = st.jobs.find(id);
-        if (j == st.jobs.end() || !j->second.staged || j->second.posted)
-          return;
-        auto& job = j->second;
-        std::string state = "no ring space granted";
-        if (job.grant) {
-          auto consumed = uint64_t{0};
-          if (auto p = st.peers.find(job.meta.peer); p != st.peers.end())
-            consumed = p->second.consumed;
-          state = "its slot ends at " + std::to_string(job.grant->end) +
-                  " and the ring was consumed up to " + std::to_string(consumed);
-        }
-        drop_staged(self, id,
-                    failure{errc::deadline,
-                            "staged chunk " + std::to_string(job.meta.chunk) + " of " +
-                                to_string(job.meta.key) + " to " + to_string(job.meta.peer) +
-                                " waited " + std::to_string(st.staging.slot_wait.count()) +
-                                " ms for its ring slot: " + state,
-                            st.self});
-        pump_all(self);
+        shielded(self, "a staging timer", [&] {
+          auto& st = self->state;
+          auto j = st.jobs.find(id);
+          if (j == st.jobs.end() || !j->second.staged || j->second.posted)
+            return;
+          auto& job = j->second;
+          std::string state = "no ring space granted";
+          if (job.grant) {
+            auto consumed = uint64_t{0};
+            if (auto p = st.peers.find(job.meta.peer); p != st.peers.end())
+              consumed = p->second.consumed;
+            state = "its slot ends at " + std::to_string(job.grant->end) +
+                    " and the ring was consumed up to " + std::to_string(consumed);
+          }
+          drop_staged(self, id,
+                      failure{errc::deadline,
+                              "staged chunk " + std::to_string(job.meta.chunk) + " of " +
+                                  to_string(job.meta.key) + " to " + to_string(job.meta.peer) +
+                                  " waited " + std::to_string(st.staging.slot_wait.count()) +
+                                  " ms for its ring slot: " + state,
+                              st.self});
+          pump_all(self);
+        });
       },
   };
 }

@@ -300,3 +300,28 @@ TEST_CASE_METHOD(instance_fixture,
     CHECK(s.failure()->why == why);
   }
 }
+
+TEST_CASE_METHOD(instance_fixture,
+                 "staging: a last chunk with no pages follows the staged chunks of its room",
+                 "[actors][staging]") {
+  shape = apps::model_shape{"mha", 4, 8, 8, kv_dtype::bf16, false};
+  page_size = 16;
+  start(4, 1, 1, 1);
+  auto r = decode[0].rt->make_receiver(1, where());
+  r.init({5, 6, 7}, 1);
+  std::vector<sender> senders;
+  for (auto& p : prefill) {
+    p.pool->fill_room(seed, 1, {0, 1, 2}, 1);
+    senders.push_back(p.rt->make_sender(1));
+    senders.back().init(3, 1);
+    senders.back().send({0, 1, 2}, false);
+    senders.back().send({}, true);  // the states and aux row only
+  }
+  sched.run();
+  CHECK(r.poll() == kv_poll::success);
+  for (auto& s : senders)
+    CHECK(s.poll() == kv_poll::success);
+  CHECK(decode[0].pool->holds_room(seed, 1, {5, 6, 7}, 1));
+  for (auto& p : prefill)
+    CHECK(p.rt->counters()->staged == 1u);  // the chunk with pages
+}
