@@ -174,42 +174,52 @@ void shielded(self_ptr self, const char* what, F f) {
   }
 }
 
-/// Posts the staged jobs of `rank` that may go now: granted, their slot
-/// consumed by the ring's watermark, and gather space free. A job that must
-/// wait holds back only the later chunks of its own room (their order
-/// matters to the room's last chunk); other rooms go past it. This cannot
-/// deadlock: the oldest space held in a ring is always writable.
-void pump(self_ptr self, const rank_ref& rank) {
+/// Posts the staged jobs that may go now, oldest first over every peer:
+/// granted, their slot consumed by the ring's watermark, and gather space
+/// free. A job that must wait holds back only the later chunks of its own
+/// room to that peer (their order matters to the room's last chunk); other
+/// rooms go past it. Once the oldest writable job finds no gather space, no
+/// later job takes any, so a large chunk is not starved by smaller ones. This
+/// cannot deadlock: the oldest space held in a ring is always writable, and
+/// gather space comes back as writes complete.
+void pump_all(self_ptr self) {
   auto& st = self->state;
-  auto p = st.peers.find(rank);
-  if (p == st.peers.end())
-    return;
-  auto& peer = p->second;
-  std::set<room_key> held_back;
-  for (size_t k = 0; k < peer.waiting.size();) {
-    auto id = peer.waiting[k];
-    auto& j = st.jobs.at(id);
-    if (held_back.count(j.meta.key)) {
-      ++k;
+  std::vector<std::pair<uint64_t, rank_ref>> order;
+  for (auto& [rank, peer] : st.peers)
+    for (auto id : peer.waiting)
+      order.emplace_back(id, rank);
+  std::sort(order.begin(), order.end());
+  std::set<std::pair<rank_ref, room_key>> held_back;
+  bool space_reserved = false;
+  for (auto& [id, rank] : order) {
+    auto p = st.peers.find(rank);
+    auto jt = st.jobs.find(id);
+    if (p == st.peers.end() || jt == st.jobs.end() || jt->second.posted)
+      continue;  // finished meanwhile
+    auto& peer = p->second;
+    auto& j = jt->second;
+    auto pos = std::find(peer.waiting.begin(), peer.waiting.end(), id);
+    if (pos == peer.waiting.end())
       continue;
-    }
+    auto room = std::make_pair(rank, j.meta.key);
+    if (held_back.count(room))
+      continue;
     if (j.meta.src_pages.empty()) {
       // A last chunk with no pages (its states and aux row only): it goes
       // once the room's earlier chunks went, with no ring write.
-      peer.waiting.erase(peer.waiting.begin() + static_cast<long>(k));
+      peer.waiting.erase(pos);
       j.posted = true;
       launch(self, id, write_plan{});
       continue;
     }
     if (!j.grant || !may_write(j.grant->end, peer.staging.size, peer.consumed)) {
-      held_back.insert(j.meta.key);
-      ++k;
+      held_back.insert(room);
       continue;
     }
     if (j.grant->offset > peer.staging.size ||
         j.staged_bytes > peer.staging.size - j.grant->offset ||
         j.grant->end < j.grant->offset + j.staged_bytes) {
-      peer.waiting.erase(peer.waiting.begin() + static_cast<long>(k));
+      peer.waiting.erase(pos);
       fail_job(j,
                failure{errc::out_of_bounds,
                        "staging grant at ring offset " + std::to_string(j.grant->offset) + " for " +
@@ -219,13 +229,13 @@ void pump(self_ptr self, const rank_ref& rank) {
       finish(self, id);
       continue;
     }
-    auto at = st.gathered.take(j.staged_bytes);
+    auto at = space_reserved ? std::nullopt : st.gathered.take(j.staged_bytes);
     if (!at) {
-      held_back.insert(j.meta.key);
-      ++k;
+      held_back.insert(room);
+      space_reserved = true;
       continue;
     }
-    peer.waiting.erase(peer.waiting.begin() + static_cast<long>(k));
+    peer.waiting.erase(pos);
     j.gather = *at;
     j.posted = true;
     auto copies = plan_gather(st.pool.layout, peer.layout, j.meta.src_pages);
@@ -254,16 +264,6 @@ void pump(self_ptr self, const rank_ref& rank) {
     plan.bytes = j.staged_bytes;
     launch(self, id, std::move(plan));
   }
-}
-
-/// Posts what waits for gather space on any peer.
-void pump_all(self_ptr self) {
-  std::vector<rank_ref> ranks;
-  for (auto& [rank, peer] : self->state.peers)
-    if (!peer.waiting.empty())
-      ranks.push_back(rank);
-  for (auto& r : ranks)
-    pump(self, r);
 }
 
 /// A staged job that will not be posted: its room fails with `why`, and so
@@ -311,7 +311,7 @@ void start_staged(self_ptr self, uint64_t id) {
   if (pages == 0) {
     // Nothing to stage; it only waits behind the room's earlier chunks.
     peer.waiting.push_back(id);
-    pump(self, j.meta.peer);
+    pump_all(self);
     return;
   }
   j.staged = true;
@@ -360,7 +360,7 @@ void start_staged(self_ptr self, uint64_t id) {
               j->second.grant = g;
               if (auto p = st.peers.find(rank); p != st.peers.end())
                 p->second.consumed = std::max(p->second.consumed, g.consumed);
-              pump(self, rank);
+              pump_all(self);
             });
           },
           [self, id](caf::error& err) {
@@ -531,7 +531,7 @@ transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer
             if (same_place(rank, wm.ring) && from == peer.staging.handle.address() &&
                 wm.consumed > peer.consumed) {
               peer.consumed = wm.consumed;
-              pump(self, rank);
+              pump_all(self);
             }
         });
       },
