@@ -53,8 +53,7 @@ void run(const kv_layout& side, std::vector<std::byte>& pool, std::vector<std::b
          const std::vector<staged_copy>& copies, bool to_block) {
   auto lists = segments_by_buffer(copies, side.kv_buffers.size(), 0, to_block);
   for (size_t b = 0; b < lists.size(); ++b) {
-    std::span<std::byte> buffer{pool.data() + side.kv_buffers[b].offset,
-                                side.kv_buffers[b].length};
+    std::span<std::byte> buffer{pool.data() + side.kv_buffers[b].offset, side.kv_buffers[b].length};
     auto rc = to_block ? transport::copy_segments_cpu(block, buffer, lists[b])
                        : transport::copy_segments_cpu(buffer, block, lists[b]);
     REQUIRE(rc.ok());
