@@ -4,7 +4,11 @@
 // and joined when the receiver stops.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstdint>
 #include <functional>
 #include <list>
 #include <mutex>
@@ -12,6 +16,7 @@
 #include <thread>
 
 #include "transport/posix_socket.hpp"
+#include "transport/wire_hello.hpp"
 
 namespace kvferry::transport {
 
@@ -51,6 +56,35 @@ class connection_threads {
   void name(connection& c, std::string sender) {
     std::lock_guard guard{mu_};
     c.sender = std::move(sender);
+  }
+
+  /// Reads the sender's hello on `c` and records its endpoint; false (serve
+  /// nothing) for a hello that does not parse.
+  template <class Hello>
+  bool greet(connection& c, Hello& h, uint32_t max_name) {
+    auto sender = receive_hello(c.fd.get(), h, max_name);
+    if (!sender)
+      return false;
+    name(c, std::move(*sender));
+    return true;
+  }
+
+  /// Accepts TCP connections on `listener` until it is shut down or
+  /// `stopping` is set, tunes each (posix_socket's tune()) and serves it with
+  /// `serve` on a thread of its own. Runs on the receiver's acceptor thread.
+  void accept_tcp(int listener, const std::atomic<bool>& stopping,
+                  const std::function<void(connection&)>& serve) {
+    while (!stopping) {
+      int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED)
+          continue;
+        return;  // listener shut down
+      }
+      tune(fd);
+      if (!start(socket_fd{fd}, serve))
+        return;
+    }
   }
 
   /// Marks each live connection from `endpoint` disconnected and calls `cut`

@@ -94,10 +94,8 @@ void shm_receiver::disconnect(const std::string& endpoint) {
 void shm_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
   hello h;
-  auto name = receive_hello(fd, h, max_name);
-  if (!name)
+  if (!conns_.greet(conn, h, max_name))
     return;
-  conns_.name(conn, std::move(*name));
   std::deque<admitted_batch> admitted;
   std::vector<region_id> granted;  // sorted: regions whose memfd this peer holds
   std::vector<op_header> ops;

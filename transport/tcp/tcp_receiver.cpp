@@ -63,17 +63,7 @@ tcp_receiver::~tcp_receiver() {
 }
 
 void tcp_receiver::accept_loop() {
-  while (!stopping_) {
-    int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED)
-        continue;
-      return;  // listener shut down
-    }
-    tune(fd);
-    if (!conns_.start(socket_fd{fd}, [this](connection& c) { serve(c); }))
-      return;
-  }
+  conns_.accept_tcp(listener_.get(), stopping_, [this](connection& c) { serve(c); });
 }
 
 void tcp_receiver::disconnect(const std::string& endpoint) {
@@ -83,10 +73,8 @@ void tcp_receiver::disconnect(const std::string& endpoint) {
 void tcp_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
   hello h;
-  auto name = receive_hello(fd, h, max_name);
-  if (!name)
+  if (!conns_.greet(conn, h, max_name))
     return;
-  conns_.name(conn, std::move(*name));
   std::vector<op_header> ops;
   std::vector<iovec> iov;
   for (;;) {

@@ -77,17 +77,7 @@ verbs_receiver::~verbs_receiver() {
 }
 
 void verbs_receiver::accept_loop() {
-  while (!stopping_) {
-    int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED)
-        continue;
-      return;  // listener shut down
-    }
-    tune(fd);
-    if (!conns_.start(socket_fd{fd}, [this](connection& c) { serve(c); }))
-      return;
-  }
+  conns_.accept_tcp(listener_.get(), stopping_, [this](connection& c) { serve(c); });
 }
 
 void verbs_receiver::disconnect(const std::string& endpoint) {
@@ -97,10 +87,8 @@ void verbs_receiver::disconnect(const std::string& endpoint) {
 void verbs_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
   hello h;
-  auto name = receive_hello(fd, h, max_name);
-  if (!name)
+  if (!conns_.greet(conn, h, max_name))
     return;
-  conns_.name(conn, std::move(*name));
   auto qp = make_rc_qp(*dev_, cq_, 1, 1);
   if (!qp.ok())
     return;
