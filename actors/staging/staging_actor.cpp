@@ -44,7 +44,6 @@ void run_scatter(self_ptr self, const staging_book::scatter& s) {
     std::span<std::byte> buffer{pool.kv_bases[b], pool.layout.kv_buffers[b].length};
     if (auto rc = transport::copy_segments_cpu(buffer, ring, lists[b]); !rc.ok())
       throw std::logic_error("scatter into KV buffer " + std::to_string(b) + ": " + rc.message());
-    st.scattered_bytes += transport::total_bytes(lists[b]);
   }
   ++st.scatters;
 }

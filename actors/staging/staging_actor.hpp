@@ -46,8 +46,7 @@ struct staging_state {
   bool sweep_armed = false;
   std::map<caf::actor_addr, transfer_actor> writers;  // to tell of the watermark
   uint64_t told = 0;                                  // the watermark they were told
-  uint64_t scattered_bytes = 0;
-  uint64_t scatters = 0;
+  uint64_t scatters = 0;                              // writer blocks scattered (tests look)
 };
 
 staging_actor::behavior_type staging(staging_actor::stateful_pointer<staging_state> self,
