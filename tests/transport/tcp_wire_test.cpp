@@ -5,10 +5,13 @@
 // byte-exact and in order, and what a reset of one stream fails.
 #include <catch2/catch.hpp>
 
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -418,9 +421,17 @@ TEST_CASE("tcp: a stream reset mid-batch fails the batches on it and the next ba
     b.cookie = i;
     REQUIRE(p.a->post(p.to_b, b).ok());
   }
-  // Once the stream is busy (a batch on it has landed, eleven more are queued
-  // behind it), its connection is reset under the sender's feet.
-  REQUIRE(p.log.wait(2).size() >= 2);
+  // Once a batch has bytes on the stream (its socket holds unacknowledged
+  // bytes: batch 0 was acknowledged whole, so they are a later batch's), its
+  // connection is reset under the sender's feet. (Timing it by completions
+  // instead let the whole queue drain, or not start yet, on a loaded machine,
+  // and then no batch had bytes on the stream to fail.)
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+  int unsent = 0;
+  while (::ioctl(sockets[0], SIOCOUTQ, &unsent) == 0 && unsent == 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  REQUIRE(unsent > 0);
   ::shutdown(sockets[0], SHUT_RDWR);
   auto done = p.log.wait(n + 1, std::chrono::seconds{60});
   REQUIRE(done.size() == n + 1);
