@@ -271,6 +271,10 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
         ++i;
         continue;
       }
+      // A rank may have turned terminal between the two polls: record it
+      // before the room is forgotten.
+      if (w.record_conclusions)
+        note_conclusions(r, *i);
       progressed = true;
       r.latencies_us.push_back(
           std::chrono::duration<double, std::micro>(clock_type::now() - i->opened).count());
