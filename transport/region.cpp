@@ -4,7 +4,7 @@
 
 namespace kvferry::transport {
 
-result<region_id> region_table::add(void* base, uint64_t length) {
+result<region_id> region_table::add(void* base, uint64_t length, memory_kind kind) {
   if (base == nullptr || length == 0)
     return status::invalid_argument("region of " + std::to_string(length) + " B at " +
                                     (base ? "a valid address" : "null") +
@@ -15,7 +15,9 @@ result<region_id> region_table::add(void* base, uint64_t length) {
                                     " B wraps around the address space");
   std::unique_lock guard{mu_};
   auto id = next_++;
-  regions_.emplace(id, entry{static_cast<std::byte*>(base), length});
+  regions_.emplace(id, entry{static_cast<std::byte*>(base), length, kind});
+  if (kind == memory_kind::device)
+    device_seen_ = true;
   return id;
 }
 
@@ -50,6 +52,11 @@ uint64_t region_table::length_of(region_id id) const {
 uint64_t region_table::length_of(const read_guard&, region_id id) const {
   auto i = regions_.find(id);
   return i == regions_.end() ? 0 : i->second.length;
+}
+
+memory_kind region_table::kind_of(const read_guard&, region_id id) const {
+  auto i = regions_.find(id);
+  return i == regions_.end() ? memory_kind::host : i->second.kind;
 }
 
 }  // namespace kvferry::transport

@@ -1,12 +1,14 @@
 // Registered memory of one transport and the bounds check every write passes.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
 
+#include "transport/device_memory.hpp"
 #include "transport/status.hpp"
 
 namespace kvferry::transport {
@@ -26,8 +28,9 @@ class region_table {
   region_table(const region_table&) = delete;
   region_table& operator=(const region_table&) = delete;
 
-  /// Registers [base, base + length). The memory must stay valid until remove().
-  result<region_id> add(void* base, uint64_t length);
+  /// Registers [base, base + length) of `kind` memory. The memory must stay
+  /// valid until remove().
+  result<region_id> add(void* base, uint64_t length, memory_kind kind = memory_kind::host);
 
   /// Unregisters `id`; waits for copies into it that are running.
   status remove(region_id id);
@@ -47,15 +50,23 @@ class region_table {
   /// Size of region `id`, 0 if unknown, under a guard the caller holds.
   uint64_t length_of(const read_guard& held, region_id id) const;
 
+  /// What memory region `id` is (host if unknown), under a guard the caller holds.
+  memory_kind kind_of(const read_guard& held, region_id id) const;
+
+  /// True once a device region was registered (and not necessarily removed).
+  bool has_device_memory() const { return device_seen_; }
+
  private:
   struct entry {
     std::byte* base;
     uint64_t length;
+    memory_kind kind;
   };
 
   mutable std::shared_mutex mu_;
   std::map<region_id, entry> regions_;
   region_id next_ = 1;
+  std::atomic<bool> device_seen_ = false;
 };
 
 }  // namespace kvferry::transport

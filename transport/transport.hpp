@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "transport/device_memory.hpp"
 #include "transport/region.hpp"
 #include "transport/status.hpp"
 #include "transport/write_op.hpp"
@@ -45,6 +46,9 @@ struct options {
   std::string rdma_device;  ///< verbs: device name, empty for the first one found
   uint8_t rdma_port = 1;    ///< verbs: port of that device
   int rdma_gid_index = 0;   ///< verbs: GID index (RoCE needs a valid one), -1: LID only
+  /// tcp, shm, inproc: how device regions are read and written (pinned
+  /// bounce pieces, CUDA IPC); without one, registering device memory fails.
+  std::shared_ptr<device_copier> device;
 };
 
 /// One backend instance, owned by one rank. Thread-safe.
@@ -61,9 +65,16 @@ class transport {
   /// e.g. "tcp://127.0.0.1:40123" or "inproc://decode-0".
   virtual std::string endpoint() const = 0;
 
-  /// Registers [base, base + length) for local reads and remote writes. The
-  /// memory must stay valid until deregister_region() returns.
-  virtual result<region_id> register_region(void* base, uint64_t length) = 0;
+  /// Registers [base, base + length) of `kind` memory for local reads and
+  /// remote writes. The memory must stay valid until deregister_region()
+  /// returns. Device memory needs caps::device_memory or options::device
+  /// (invalid_argument naming the backend otherwise).
+  virtual result<region_id> register_region(void* base, uint64_t length, memory_kind kind) = 0;
+
+  /// Registers host memory.
+  result<region_id> register_region(void* base, uint64_t length) {
+    return register_region(base, length, memory_kind::host);
+  }
 
   /// Unregisters a region. Returns once no write into it is running; later
   /// writes to it fail with unknown_region.

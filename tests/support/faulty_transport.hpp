@@ -33,8 +33,10 @@ class faulty_transport final : public tp::transport {
   std::string_view name() const override { return inner_->name(); }
   tp::caps capabilities() const override { return inner_->capabilities(); }
   std::string endpoint() const override { return inner_->endpoint(); }
-  tp::result<tp::region_id> register_region(void* base, uint64_t len) override {
-    return inner_->register_region(base, len);
+  using tp::transport::register_region;
+  tp::result<tp::region_id> register_region(void* base, uint64_t len,
+                                            tp::memory_kind kind) override {
+    return inner_->register_region(base, len, kind);
   }
   tp::status deregister_region(tp::region_id id) override { return inner_->deregister_region(id); }
   tp::result<tp::peer_id> connect(const std::string& endpoint) override {

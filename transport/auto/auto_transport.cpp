@@ -71,15 +71,17 @@ class auto_transport final : public transport {
     return out + ";" + tcp_->endpoint();
   }
 
-  result<region_id> register_region(void* base, uint64_t length) override {
+  using transport::register_region;
+
+  result<region_id> register_region(void* base, uint64_t length, memory_kind kind) override {
     std::lock_guard guard{mu_};
-    auto id = tcp_->register_region(base, length);
+    auto id = tcp_->register_region(base, length, kind);
     if (!id.ok() || !shm_usable_)
       return id;
     // Region ids agree because both backends saw the same registrations; once
     // shm refuses one (memory that is not shared), it takes no more and no peer
     // is offered it.
-    auto same = shm_->register_region(base, length);
+    auto same = shm_->register_region(base, length, kind);
     if (!same.ok() || *same != *id)
       shm_usable_ = false;
     return id;

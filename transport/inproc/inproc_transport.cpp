@@ -20,6 +20,7 @@ struct inproc_node {
   std::string name;
   region_table regions;
   fence_table fences;
+  std::shared_ptr<device_copier> device;  ///< copies where either end is device memory
 };
 
 /// Process-wide directory: endpoint name → live node.
@@ -70,8 +71,14 @@ class inproc_transport final : public transport {
 
   std::string endpoint() const override { return std::string{scheme} + node_->name; }
 
-  result<region_id> register_region(void* base, uint64_t length) override {
-    return node_->regions.add(base, length);
+  using transport::register_region;
+
+  result<region_id> register_region(void* base, uint64_t length, memory_kind kind) override {
+    if (kind == memory_kind::device && !node_->device)
+      return status::invalid_argument("inproc: a region of " + std::to_string(length) +
+                                      " B in device memory, and no device copier "
+                                      "(options::device) to copy it");
+    return node_->regions.add(base, length, kind);
   }
 
   status deregister_region(region_id id) override { return node_->regions.remove(id); }
@@ -131,7 +138,12 @@ class inproc_transport final : public transport {
     if (remote != node_)
       remote_guard = remote->regions.guard();
     const auto& rg = remote == node_ ? local_guard : remote_guard;
-    std::vector<std::pair<const std::byte*, std::byte*>> copies;
+    struct copy_job {
+      const std::byte* src;
+      std::byte* dst;
+      bool device;  // either end is device memory: the copier copies
+    };
+    std::vector<copy_job> copies;
     copies.reserve(batch.ops.size());
     for (auto& op : batch.ops) {
       auto src = node_->regions.resolve(local_guard, op.local, op.local_offset, op.length, "local");
@@ -140,10 +152,21 @@ class inproc_transport final : public transport {
       auto dst = remote->regions.resolve(rg, op.remote, op.remote_offset, op.length, "remote");
       if (!dst.ok())
         return dst.error();
-      copies.emplace_back(*src, *dst);
+      bool device = node_->regions.kind_of(local_guard, op.local) == memory_kind::device ||
+                    remote->regions.kind_of(rg, op.remote) == memory_kind::device;
+      if (device && !node_->device)
+        return status::invalid_argument("inproc: a write into device memory of '" + peer_name +
+                                        "', and no device copier here to copy it");
+      copies.push_back({*src, *dst, device});
     }
-    for (size_t i = 0; i < copies.size(); ++i)
-      std::memmove(copies[i].second, copies[i].first, batch.ops[i].length);
+    for (size_t i = 0; i < copies.size(); ++i) {
+      auto& c = copies[i];
+      if (!c.device) {
+        std::memmove(c.dst, c.src, batch.ops[i].length);
+      } else if (auto st = node_->device->copy(c.dst, c.src, batch.ops[i].length); !st.ok()) {
+        return st;
+      }
+    }
     return {};
   }
 
@@ -158,6 +181,7 @@ class inproc_transport final : public transport {
 result<std::unique_ptr<transport>> make_inproc_transport(const options& opts) {
   auto node = std::make_shared<inproc_node>();
   node->name = opts.name.empty() ? fabric::instance().unique_name() : opts.name;
+  node->device = opts.device;
   if (!fabric::instance().add(node))
     return status::invalid_argument("inproc endpoint name '" + node->name +
                                     "' is already taken by a live transport");

@@ -39,19 +39,21 @@ status send_verdict(int fd, uint64_t seq, const status& st) {
 
 result<std::unique_ptr<shm_receiver>> shm_receiver::start(const std::string& name,
                                                           const region_table& regions,
-                                                          fence_table& fences, shm_pins& pins) {
+                                                          fence_table& fences, shm_pins& pins,
+                                                          const shm_device_handles& handles) {
   auto listening = listen_abstract(name);
   if (!listening.ok())
     return listening.error();
   return std::unique_ptr<shm_receiver>{
-      new shm_receiver(std::move(listening).value(), regions, fences, pins)};
+      new shm_receiver(std::move(listening).value(), regions, fences, pins, handles)};
 }
 
 shm_receiver::shm_receiver(socket_fd listener, const region_table& regions, fence_table& fences,
-                           shm_pins& pins)
+                           shm_pins& pins, const shm_device_handles& handles)
     : regions_(regions),
       fences_(fences),
       pins_(pins),
+      handles_(handles),
       listener_(std::move(listener)),
       wake_(::eventfd(0, EFD_CLOEXEC)) {
   acceptor_ = std::thread{[this] { accept_loop(); }};
@@ -133,6 +135,7 @@ void shm_receiver::serve(connection& conn) {
     status verdict_status;
     admitted_batch batch{f.seq, f.fence, {}};
     std::vector<std::pair<grant, int>> grants;
+    std::vector<std::pair<device_grant, std::vector<std::byte>>> device_grants;
     if (!fences_.enter(f.fence)) {
       verdict_status = status::fenced("fence " + std::to_string(f.fence) +
                                       " is closed at the receiver: the room's memory was released");
@@ -152,6 +155,20 @@ void shm_receiver::serve(connection& conn) {
           continue;
         auto base = *regions_.resolve(held, id, 0, 0, "receiver");
         auto length = regions_.length_of(held, id);
+        if (regions_.kind_of(held, id) == memory_kind::device) {
+          auto handle = handles_.find(id);
+          if (!handle) {
+            verdict_status = status::unknown_region("receiver region " + std::to_string(id) +
+                                                    " is device memory without a shared handle");
+            break;
+          }
+          device_grant g;
+          g.region = id;
+          g.length = length;
+          g.handle_len = static_cast<uint32_t>(handle->size());
+          device_grants.emplace_back(g, std::move(*handle));
+          continue;
+        }
         auto backing = find_shared_backing(base, length);
         if (!backing) {
           verdict_status =
@@ -174,6 +191,14 @@ void shm_receiver::serve(connection& conn) {
     bool sent = true;
     for (auto& [g, gfd] : grants) {
       if (!(sent = write_with_fd(fd, &g, sizeof(g), gfd).ok()))
+        break;
+      granted.insert(std::upper_bound(granted.begin(), granted.end(), g.region), g.region);
+    }
+    for (auto& [g, handle] : device_grants) {
+      if (!sent)
+        break;
+      std::vector<iovec> iov{{&g, sizeof(g)}, {handle.data(), handle.size()}};
+      if (!(sent = write_all(fd, iov).ok()))
         break;
       granted.insert(std::upper_bound(granted.begin(), granted.end(), g.region), g.region);
     }

@@ -14,6 +14,7 @@
 #include "transport/connection_threads.hpp"
 #include "transport/fence.hpp"
 #include "transport/region.hpp"
+#include "transport/shm/shm_device_handles.hpp"
 #include "transport/shm/shm_pins.hpp"
 #include "transport/shm/shm_socket.hpp"
 
@@ -21,11 +22,12 @@ namespace kvferry::transport::shm {
 
 class shm_receiver {
  public:
-  /// Listens on abstract socket `name`. `regions`, `fences` and `pins` must
-  /// outlive the receiver.
+  /// Listens on abstract socket `name`. `regions`, `fences`, `pins` and
+  /// `handles` (of the device regions) must outlive the receiver.
   static result<std::unique_ptr<shm_receiver>> start(const std::string& name,
                                                      const region_table& regions,
-                                                     fence_table& fences, shm_pins& pins);
+                                                     fence_table& fences, shm_pins& pins,
+                                                     const shm_device_handles& handles);
 
   shm_receiver(const shm_receiver&) = delete;
   shm_receiver& operator=(const shm_receiver&) = delete;
@@ -41,8 +43,8 @@ class shm_receiver {
  private:
   using connection = connection_threads::connection;
 
-  shm_receiver(socket_fd listener, const region_table& regions, fence_table& fences,
-               shm_pins& pins);
+  shm_receiver(socket_fd listener, const region_table& regions, fence_table& fences, shm_pins& pins,
+               const shm_device_handles& handles);
 
   void accept_loop();
   void serve(connection& conn);
@@ -50,6 +52,7 @@ class shm_receiver {
   const region_table& regions_;
   fence_table& fences_;
   shm_pins& pins_;
+  const shm_device_handles& handles_;
   socket_fd listener_;
   socket_fd wake_;  ///< eventfd that stops accept_loop
   std::atomic<bool> stopping_{false};

@@ -28,11 +28,13 @@ constexpr size_t begin_window = 4;
 }  // namespace
 
 shm_sender::shm_sender(std::string socket_name, std::string endpoint, std::string self_name,
-                       const region_table& local, std::function<void(completion)> complete)
+                       const region_table& local, device_copier* device,
+                       std::function<void(completion)> complete)
     : socket_name_(std::move(socket_name)),
       endpoint_(std::move(endpoint)),
       self_name_(std::move(self_name)),
       local_(local),
+      device_(device),
       complete_(std::move(complete)),
       wake_(::eventfd(0, EFD_CLOEXEC)) {
   thread_ = std::thread{[this] { run(); }};
@@ -229,8 +231,8 @@ void shm_sender::begin(pending_batch& p) {
 
 status shm_sender::read_message() {
   using stage = pending_batch::stage;
-  // grant and verdict have the same size; the magic tells which came.
-  static_assert(sizeof(grant) == sizeof(verdict));
+  // grant, device_grant and verdict have the same size; the magic tells which came.
+  static_assert(sizeof(grant) == sizeof(verdict) && sizeof(device_grant) == sizeof(verdict));
   alignas(8) std::byte buf[sizeof(verdict)];
   int passed = -1;
   auto st = read_exact(fd_.get(), buf, sizeof(buf), &passed);
@@ -246,6 +248,17 @@ status shm_sender::read_message() {
                                     std::to_string(g.region) + " came without its memfd");
     if (auto mapped = map_grant(passed, g.region, g.length, g.file_offset); !mapped.ok())
       return status::protocol_error("shm peer " + endpoint_ + ": " + mapped.message());
+    return {};
+  }
+  if (magic == device_grant_magic) {
+    if (passed >= 0)
+      ::close(passed);
+    device_grant g;
+    std::memcpy(&g, buf, sizeof(g));
+    if (auto mapped = map_device_grant(g); !mapped.ok())
+      return status::from(
+          is_link_error(mapped.error_code()) ? mapped.error_code() : code::protocol_error,
+          "shm peer " + endpoint_ + ": " + mapped.message());
     return {};
   }
   if (passed >= 0)
@@ -314,15 +327,45 @@ status shm_sender::map_grant(int fd, uint64_t region, uint64_t length, uint64_t 
     return status::io_error("mmap of region " + std::to_string(region) + " (" +
                             std::to_string(length) + " B): " + std::strerror(err));
   auto id = static_cast<region_id>(region);
-  if (auto old = mapped_.find(id); old != mapped_.end())
+  if (auto old = mapped_.find(id); old != mapped_.end() && old->second.map_base)
     ::munmap(old->second.map_base, old->second.map_len);
-  mapped_[id] = mapped_region{static_cast<std::byte*>(p) + delta, length, p, delta + length};
+  mapped_[id] = mapped_region{static_cast<std::byte*>(p) + delta, length, p, delta + length, {}};
+  return {};
+}
+
+status shm_sender::map_device_grant(const device_grant& g) {
+  if (g.handle_len == 0 || g.handle_len > max_device_handle)
+    return status::protocol_error("device grant of region " + std::to_string(g.region) +
+                                  " with a handle of " + std::to_string(g.handle_len) +
+                                  " B, expected 1 to " + std::to_string(max_device_handle));
+  std::vector<std::byte> handle(g.handle_len);
+  if (auto st = read_exact(fd_.get(), handle.data(), handle.size()); !st.ok())
+    return status::connection_lost(st.message());
+  if (!device_)
+    return status::invalid_argument("region " + std::to_string(g.region) +
+                                    " is device memory, and this sender has no device copier");
+  if (g.length == 0)
+    return status::protocol_error("device grant of region " + std::to_string(g.region) + " of 0 B");
+  auto opened = device_->open_shared(handle, g.length);
+  if (!opened.ok())
+    return status::io_error("opening device region " + std::to_string(g.region) + ": " +
+                            opened.error().message());
+  auto id = static_cast<region_id>(g.region);
+  if (auto old = mapped_.find(id); old != mapped_.end() && old->second.map_base)
+    ::munmap(old->second.map_base, old->second.map_len);
+  auto mem = std::move(opened).value();
+  mapped_[id] = mapped_region{mem.get(), g.length, nullptr, 0, std::move(mem)};
   return {};
 }
 
 status shm_sender::copy(const write_batch& batch) {
   auto held = local_.guard();
-  std::vector<std::pair<const std::byte*, std::byte*>> copies;
+  struct copy_job {
+    const std::byte* src;
+    std::byte* dst;
+    bool device;  // either end is device memory: the copier copies
+  };
+  std::vector<copy_job> copies;
   copies.reserve(batch.ops.size());
   for (auto& op : batch.ops) {
     auto src = local_.resolve(held, op.local, op.local_offset, op.length, "local");
@@ -339,10 +382,19 @@ status shm_sender::copy(const write_batch& batch) {
                                    std::to_string(op.remote_offset) + " past shm peer " +
                                    endpoint_ + " region " + std::to_string(op.remote) + " (" +
                                    std::to_string(m->second.length) + " B)");
-    copies.emplace_back(*src, m->second.base + op.remote_offset);
+    bool device = m->second.device || local_.kind_of(held, op.local) == memory_kind::device;
+    if (device && !device_)
+      return status::invalid_argument("a write from local device memory region " +
+                                      std::to_string(op.local) + ", and no device copier");
+    copies.push_back({*src, m->second.base + op.remote_offset, device});
   }
-  for (size_t i = 0; i < copies.size(); ++i)
-    std::memcpy(copies[i].second, copies[i].first, batch.ops[i].length);
+  for (size_t i = 0; i < copies.size(); ++i) {
+    auto& c = copies[i];
+    if (!c.device)
+      std::memcpy(c.dst, c.src, batch.ops[i].length);
+    else if (auto st = device_->copy(c.dst, c.src, batch.ops[i].length); !st.ok())
+      return st;
+  }
   return {};
 }
 
@@ -363,8 +415,9 @@ void shm_sender::drop(const status& why) {
 
 void shm_sender::unmap_all() {
   for (auto& [id, m] : mapped_)
-    ::munmap(m.map_base, m.map_len);
-  mapped_.clear();
+    if (m.map_base)
+      ::munmap(m.map_base, m.map_len);
+  mapped_.clear();  // device mappings close with their last reference
 }
 
 }  // namespace kvferry::transport::shm

@@ -15,6 +15,7 @@
 
 #include "transport/region.hpp"
 #include "transport/shm/shm_socket.hpp"
+#include "transport/shm/shm_wire.hpp"
 #include "transport/write_op.hpp"
 
 namespace kvferry::transport::shm {
@@ -26,7 +27,8 @@ class shm_sender {
   /// the peer's abstract socket, `endpoint` its endpoint (for messages),
   /// `self_name` our own endpoint (so the receiver knows whose connection it is).
   shm_sender(std::string socket_name, std::string endpoint, std::string self_name,
-             const region_table& local, std::function<void(completion)> complete);
+             const region_table& local, device_copier* device,
+             std::function<void(completion)> complete);
 
   shm_sender(const shm_sender&) = delete;
   shm_sender& operator=(const shm_sender&) = delete;
@@ -43,8 +45,10 @@ class shm_sender {
   struct mapped_region {
     std::byte* base;   ///< the region's first byte in our mapping
     uint64_t length;   ///< the region's length, as granted
-    void* map_base;    ///< what to munmap
+    void* map_base;    ///< what to munmap (null for device memory)
     uint64_t map_len;  ///< and how much
+    /// Device memory: the copier's mapping of the peer's handle (released to unmap).
+    std::shared_ptr<std::byte> device;
   };
 
   /// A batch taken off the queue, in post order, and how far it got:
@@ -70,6 +74,8 @@ class shm_sender {
   /// The pending batch begun as `seq`, or null.
   pending_batch* find_pending(uint64_t seq);
   status map_grant(int fd, uint64_t region, uint64_t length, uint64_t file_offset);
+  /// Reads a device grant's handle and opens it with the device copier.
+  status map_device_grant(const device_grant& g);
   /// Copies an admitted batch into the peer's mapped regions.
   status copy(const write_batch& batch);
   /// Closes the connection; fails every batch begun on it with `why`.
@@ -81,6 +87,7 @@ class shm_sender {
   const std::string endpoint_;
   const std::string self_name_;
   const region_table& local_;
+  device_copier* const device_;
   const std::function<void(completion)> complete_;
 
   // Owned by the sender's thread.

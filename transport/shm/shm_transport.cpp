@@ -8,9 +8,11 @@
 #include "transport/fence.hpp"
 #include "transport/peer_senders.hpp"
 #include "transport/shared_memory.hpp"
+#include "transport/shm/shm_device_handles.hpp"
 #include "transport/shm/shm_pins.hpp"
 #include "transport/shm/shm_receiver.hpp"
 #include "transport/shm/shm_sender.hpp"
+#include "transport/shm/shm_wire.hpp"
 
 namespace kvferry::transport::shm {
 
@@ -31,11 +33,12 @@ std::string address_text(const void* p) {
 
 class shm_transport final : public transport {
  public:
-  explicit shm_transport(std::string socket_name) : socket_name_(std::move(socket_name)) {}
+  shm_transport(std::string socket_name, std::shared_ptr<device_copier> device)
+      : socket_name_(std::move(socket_name)), device_(std::move(device)) {}
 
   /// Second step of construction: the receiver refers to the tables.
   status listen() {
-    auto r = shm_receiver::start(socket_name_, regions_, fences_, pins_);
+    auto r = shm_receiver::start(socket_name_, regions_, fences_, pins_, handles_);
     if (!r.ok())
       return r.error();
     receiver_ = std::move(r).value();
@@ -57,7 +60,11 @@ class shm_transport final : public transport {
 
   std::string endpoint() const override { return std::string{scheme} + socket_name_; }
 
-  result<region_id> register_region(void* base, uint64_t length) override {
+  using transport::register_region;
+
+  result<region_id> register_region(void* base, uint64_t length, memory_kind kind) override {
+    if (kind == memory_kind::device)
+      return register_device(base, length);
     if (base != nullptr && length > 0 && !find_shared_backing(base, length))
       return status::invalid_argument(
           "shm: region of " + std::to_string(length) + " B at " + address_text(base) +
@@ -72,6 +79,7 @@ class shm_transport final : public transport {
     if (auto st = regions_.remove(id); !st.ok())
       return st;
     pins_.wait_unpinned(id);
+    handles_.remove(id);
     return {};
   }
 
@@ -82,7 +90,8 @@ class shm_transport final : public transport {
           "endpoint '" + endpoint + "', expected shm://<name> of 1 to " +
           std::to_string(max_socket_name) + " characters for the shm backend");
     return senders_.add(std::make_unique<shm_sender>(endpoint.substr(scheme.size()), endpoint,
-                                                     this->endpoint(), regions_, senders_.relay()));
+                                                     this->endpoint(), regions_, device_.get(),
+                                                     senders_.relay()));
   }
 
   status post(peer_id peer, write_batch batch) override {
@@ -100,18 +109,39 @@ class shm_transport final : public transport {
   void disconnect(const std::string& endpoint) override { receiver_->disconnect(endpoint); }
 
  private:
+  /// Device memory is not in a memfd: peers map it by the copier's handle
+  /// (CUDA IPC), made here once.
+  result<region_id> register_device(void* base, uint64_t length) {
+    if (!device_)
+      return status::invalid_argument(
+          "shm: a region of " + std::to_string(length) +
+          " B in device memory, and no device copier (options::device) to share it with peers");
+    auto handle = device_->export_shared(base, length);
+    if (!handle.ok())
+      return handle.error();
+    if (handle->size() > max_device_handle)
+      return status::invalid_argument("shm: a device handle of " + std::to_string(handle->size()) +
+                                      " B, at most " + std::to_string(max_device_handle));
+    auto id = regions_.add(base, length, memory_kind::device);
+    if (id.ok())
+      handles_.add(*id, std::move(handle).value());
+    return id;
+  }
+
   const std::string socket_name_;
+  const std::shared_ptr<device_copier> device_;
   region_table regions_;
   fence_table fences_;
   shm_pins pins_;
+  shm_device_handles handles_;
   std::unique_ptr<shm_receiver> receiver_;
   peer_senders<shm_sender> senders_;
 };
 
 }  // namespace
 
-result<std::unique_ptr<transport>> make_shm_transport(const options&) {
-  auto t = std::make_unique<shm_transport>(unique_socket_name());
+result<std::unique_ptr<transport>> make_shm_transport(const options& opts) {
+  auto t = std::make_unique<shm_transport>(unique_socket_name(), opts.device);
   if (auto st = t->listen(); !st.ok())
     return st;
   return std::unique_ptr<transport>{std::move(t)};

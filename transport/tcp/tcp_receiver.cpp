@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "transport/socket_runs.hpp"
 #include "transport/tcp/tcp_wire.hpp"
 #include "transport/wire_hello.hpp"
 
@@ -41,17 +42,23 @@ status send_ack(int fd, uint64_t cookie, const status& st) {
 result<std::unique_ptr<tcp_receiver>> tcp_receiver::start(const std::string& host, uint16_t port,
                                                           int socket_buffer,
                                                           const region_table& regions,
-                                                          fence_table& fences) {
+                                                          fence_table& fences,
+                                                          std::shared_ptr<device_copier> device) {
   auto listening = listen_on(host, port, socket_buffer);
   if (!listening.ok())
     return listening.error();
   auto [fd, bound] = std::move(listening).value();
-  return std::unique_ptr<tcp_receiver>{new tcp_receiver(std::move(fd), bound, regions, fences)};
+  return std::unique_ptr<tcp_receiver>{
+      new tcp_receiver(std::move(fd), bound, regions, fences, std::move(device))};
 }
 
 tcp_receiver::tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions,
-                           fence_table& fences)
-    : regions_(regions), fences_(fences), listener_(std::move(listener)), port_(port) {
+                           fence_table& fences, std::shared_ptr<device_copier> device)
+    : regions_(regions),
+      fences_(fences),
+      device_(std::move(device)),
+      listener_(std::move(listener)),
+      port_(port) {
   acceptor_ = std::thread{[this] { accept_loop(); }};
 }
 
@@ -76,7 +83,7 @@ void tcp_receiver::serve(connection& conn) {
   if (!conns_.greet(conn, h, max_name))
     return;
   std::vector<op_header> ops;
-  std::vector<iovec> iov;
+  std::vector<memory_run> runs;
   for (;;) {
     batch_header bh;
     if (!read_exact(fd, &bh, sizeof(bh)).ok())
@@ -97,6 +104,7 @@ void tcp_receiver::serve(connection& conn) {
     if (sum != bh.payload_bytes)
       return;
     status verdict;
+    bool payload_read = false;
     {
       // The fence is checked and held for the whole batch: once closed,
       // nothing of a later batch with it lands, and close() knows whether
@@ -106,7 +114,7 @@ void tcp_receiver::serve(connection& conn) {
         verdict = status::fenced("fence " + std::to_string(bh.fence) +
                                  " is closed at the receiver: the room's memory was released");
       auto held = regions_.guard();
-      iov.clear();
+      runs.clear();
       for (auto& op : ops) {
         if (!verdict.ok())
           break;
@@ -115,19 +123,20 @@ void tcp_receiver::serve(connection& conn) {
           verdict = dst.error();
           break;
         }
-        if (op.length == 0)
-          continue;
-        // Ops contiguous in memory are read as one iovec.
-        if (!iov.empty() &&
-            static_cast<std::byte*>(iov.back().iov_base) + iov.back().iov_len == *dst)
-          iov.back().iov_len += op.length;
-        else
-          iov.push_back({*dst, op.length});
+        // Ops contiguous in memory are read as one run.
+        append_run(runs, *dst, op.length, regions_.kind_of(held, op.region));
       }
-      if (verdict.ok() && !read_all(fd, iov).ok())
-        return;
+      if (verdict.ok()) {
+        auto got = receive_runs(fd, runs, device_.get());
+        if (!got.link.ok())
+          return;
+        // A device copy that failed: the rest of the batch was read off the
+        // stream, and only this batch is refused.
+        verdict = got.placed;
+        payload_read = true;
+      }
     }
-    if (!verdict.ok() && !drain(fd, bh.payload_bytes).ok())
+    if (!verdict.ok() && !payload_read && !drain(fd, bh.payload_bytes).ok())
       return;
     if (!send_ack(fd, bh.cookie, verdict).ok())
       return;

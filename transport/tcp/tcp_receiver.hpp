@@ -24,10 +24,11 @@ class tcp_receiver {
  public:
   /// Listens on host:port; accepted connections get `socket_buffer` bytes of
   /// socket buffers (0: autotuning). `regions` and `fences` must outlive the
-  /// receiver.
+  /// receiver; `device` (may be null) places bytes into device regions.
   static result<std::unique_ptr<tcp_receiver>> start(const std::string& host, uint16_t port,
                                                      int socket_buffer, const region_table& regions,
-                                                     fence_table& fences);
+                                                     fence_table& fences,
+                                                     std::shared_ptr<device_copier> device);
 
   tcp_receiver(const tcp_receiver&) = delete;
   tcp_receiver& operator=(const tcp_receiver&) = delete;
@@ -43,13 +44,15 @@ class tcp_receiver {
  private:
   using connection = connection_threads::connection;
 
-  tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions, fence_table& fences);
+  tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions, fence_table& fences,
+               std::shared_ptr<device_copier> device);
 
   void accept_loop();
   void serve(connection& conn);
 
   const region_table& regions_;
   fence_table& fences_;
+  const std::shared_ptr<device_copier> device_;
   socket_fd listener_;
   uint16_t port_;
   std::atomic<bool> stopping_{false};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "transport/socket_runs.hpp"
 #include "transport/tcp/tcp_stripes.hpp"
 #include "transport/tcp/tcp_wire.hpp"
 #include "transport/wire_hello.hpp"
@@ -17,12 +18,13 @@ constexpr int connect_timeout_ms = 5000;
 // -- tcp_stream ---------------------------------------------------------------
 
 tcp_stream::tcp_stream(host_port where, std::string label, std::string self_name,
-                       const region_table& local, int socket_buffer,
+                       const region_table& local, device_copier* device, int socket_buffer,
                        std::function<void(const stripe&, status)> done)
     : where_(std::move(where)),
       label_(std::move(label)),
       self_name_(std::move(self_name)),
       local_(local),
+      device_(device),
       socket_buffer_(socket_buffer),
       done_(std::move(done)) {
   writer_ = std::thread{[this] { writer_loop(); }};
@@ -102,7 +104,7 @@ bool tcp_stream::ensure_connected(stripe& first) {
 
 void tcp_stream::writer_loop() {
   std::vector<op_header> headers;
-  std::vector<iovec> iov;
+  std::vector<memory_run> runs;
   for (;;) {
     stripe s;
     {
@@ -119,14 +121,12 @@ void tcp_stream::writer_loop() {
     // deregistered under a send.
     auto held = local_.guard();
     headers.clear();
-    iov.clear();
+    runs.clear();
     batch_header bh;
     bh.cookie = s.cookie;
     bh.fence = s.fence;
     bh.n_ops = static_cast<uint32_t>(s.ops.size());
     status bad;
-    iov.push_back({&bh, sizeof(bh)});
-    iov.push_back({nullptr, 0});  // the op headers, once they are all known
     for (auto& op : s.ops) {
       auto src = local_.resolve(held, op.local, op.local_offset, op.length, "local");
       if (!src.ok()) {
@@ -135,21 +135,14 @@ void tcp_stream::writer_loop() {
       }
       headers.push_back(op_header{op.remote, 0, op.remote_offset, op.length});
       bh.payload_bytes += op.length;
-      if (op.length == 0)
-        continue;
-      // Runs contiguous in local memory are one iovec, whatever their targets.
-      auto& last = iov.back();
-      if (iov.size() > 2 && static_cast<std::byte*>(last.iov_base) + last.iov_len == *src)
-        last.iov_len += op.length;
-      else
-        iov.push_back({*src, op.length});
+      // Runs contiguous in local memory are one run, whatever their targets.
+      append_run(runs, *src, op.length, local_.kind_of(held, op.local));
     }
     if (!bad.ok()) {
       held.unlock();
       done_(s, bad);
       continue;
     }
-    iov[1] = iovec{headers.data(), headers.size() * sizeof(op_header)};
     uint64_t gen;
     int fd;
     {
@@ -170,10 +163,16 @@ void tcp_stream::writer_loop() {
       fd = fd_.get();
       in_flight_.push_back(sent{std::move(s), gen});
     }
-    // The stripe's ops moved into in_flight_; headers and iov point into
-    // memory that stays put (the header vector and the regions).
-    if (auto st = write_all(fd, iov); !st.ok())
-      drop(gen, status::connection_lost(label_ + ": " + st.message()));
+    // The stripe's ops moved into in_flight_; headers and runs point into
+    // memory that stays put (the header vector and the regions). A device
+    // read that fails cuts the stream short: the connection is dropped, which
+    // fails the stripes on it with the cause.
+    std::vector<iovec> head{{&bh, sizeof(bh)},
+                            {headers.data(), headers.size() * sizeof(op_header)}};
+    if (auto st = send_runs(fd, std::move(head), runs, device_); !st.ok())
+      drop(gen, is_link_error(st.error_code())
+                    ? status::connection_lost(label_ + ": " + st.message())
+                    : status::from(st.error_code(), label_ + ": " + st.message()));
   }
 }
 
@@ -237,8 +236,8 @@ void tcp_stream::drop(uint64_t generation, const status& why) {
 // -- tcp_sender ---------------------------------------------------------------
 
 tcp_sender::tcp_sender(host_port where, std::string endpoint, std::string self_name,
-                       const region_table& local, uint32_t streams, int socket_buffer,
-                       std::function<void(completion)> complete)
+                       const region_table& local, device_copier* device, uint32_t streams,
+                       int socket_buffer, std::function<void(completion)> complete)
     : where_(std::move(where)),
       endpoint_(std::move(endpoint)),
       self_name_(std::move(self_name)),
@@ -250,7 +249,7 @@ tcp_sender::tcp_sender(host_port where, std::string endpoint, std::string self_n
     if (streams > 1)
       label += " stream " + std::to_string(i + 1) + "/" + std::to_string(streams);
     streams_.push_back(std::make_unique<tcp_stream>(
-        where_, std::move(label), self_name_, local_, socket_buffer,
+        where_, std::move(label), self_name_, local_, device, socket_buffer,
         [this](const stripe& s, status st) { stripe_done(s, std::move(st)); }));
   }
 }

@@ -50,12 +50,14 @@ struct stripe {
 /// writes queued stripes in order, reads their acks.
 class tcp_stream {
  public:
-  /// `local` must outlive the stream. `done` is called once per pushed stripe,
+  /// `local` must outlive the stream; `device` (may be null) reads its device
+  /// regions. `done` is called once per pushed stripe,
   /// from the stream's threads (or, on destruction, the destroying thread),
   /// never under the stream's lock. `label` names the stream in causes;
   /// `socket_buffer` sizes its socket's buffers (0: autotuning).
   tcp_stream(host_port where, std::string label, std::string self_name, const region_table& local,
-             int socket_buffer, std::function<void(const stripe&, status)> done);
+             device_copier* device, int socket_buffer,
+             std::function<void(const stripe&, status)> done);
 
   tcp_stream(const tcp_stream&) = delete;
   tcp_stream& operator=(const tcp_stream&) = delete;
@@ -79,6 +81,7 @@ class tcp_stream {
   const std::string label_;      // "tcp peer tcp://h:p" (+ " stream i/n")
   const std::string self_name_;  // our own endpoint, sent in the hello
   const region_table& local_;
+  device_copier* const device_;
   const int socket_buffer_;
   const std::function<void(const stripe&, status)> done_;
 
@@ -101,12 +104,13 @@ class tcp_stream {
 /// The streams to one peer and the batches posted to it.
 class tcp_sender {
  public:
-  /// `local` (the transport's regions) must outlive the sender; `complete` is
+  /// `local` (the transport's regions) and `device` (may be null: no device
+  /// regions) must outlive the sender; `complete` is
   /// called once per posted batch, in post order, from the sender's threads
   /// or the posting thread. `self_name` tells the receiver whose connections
   /// these are. `streams` (at least 1) and `socket_buffer` as in options.
   tcp_sender(host_port where, std::string endpoint, std::string self_name,
-             const region_table& local, uint32_t streams, int socket_buffer,
+             const region_table& local, device_copier* device, uint32_t streams, int socket_buffer,
              std::function<void(completion)> complete);
 
   tcp_sender(const tcp_sender&) = delete;

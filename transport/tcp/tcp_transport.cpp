@@ -20,11 +20,12 @@ class tcp_transport final : public transport {
       : host_(opts.listen_host),
         streams_(std::clamp<uint32_t>(opts.tcp_streams, 1, max_streams)),
         socket_buffer_(opts.tcp_socket_buffer),
+        device_(opts.device),
         regions_(std::move(regions)) {}
 
   /// Second step of construction: the receiver refers to regions_.
   status listen(uint16_t port) {
-    auto r = tcp_receiver::start(host_, port, socket_buffer_, *regions_, fences_);
+    auto r = tcp_receiver::start(host_, port, socket_buffer_, *regions_, fences_, device_);
     if (!r.ok())
       return r.error();
     receiver_ = std::move(r).value();
@@ -51,8 +52,15 @@ class tcp_transport final : public transport {
     return "tcp://" + host + ":" + std::to_string(receiver_->port());
   }
 
-  result<region_id> register_region(void* base, uint64_t length) override {
-    return regions_->add(base, length);
+  using transport::register_region;
+
+  result<region_id> register_region(void* base, uint64_t length, memory_kind kind) override {
+    if (kind == memory_kind::device && !device_)
+      return status::invalid_argument(
+          "tcp: a region of " + std::to_string(length) +
+          " B in device memory, and no device copier (options::device) to move it through "
+          "host memory");
+    return regions_->add(base, length, kind);
   }
 
   status deregister_region(region_id id) override { return regions_->remove(id); }
@@ -62,8 +70,8 @@ class tcp_transport final : public transport {
     if (!where.ok())
       return where.error();
     return senders_.add(std::make_unique<tcp_sender>(std::move(where).value(), endpoint,
-                                                     this->endpoint(), *regions_, streams_,
-                                                     socket_buffer_, senders_.relay()));
+                                                     this->endpoint(), *regions_, device_.get(),
+                                                     streams_, socket_buffer_, senders_.relay()));
   }
 
   status post(peer_id peer, write_batch batch) override {
@@ -84,6 +92,7 @@ class tcp_transport final : public transport {
   const std::string host_;
   const uint32_t streams_;
   const int socket_buffer_;
+  const std::shared_ptr<device_copier> device_;
   std::unique_ptr<region_table> regions_;
   fence_table fences_;
   std::unique_ptr<tcp_receiver> receiver_;

@@ -11,8 +11,8 @@ verbs_regions::~verbs_regions() {
     ::ibv_dereg_mr(mr);
 }
 
-result<region_id> verbs_regions::add(void* base, uint64_t length) {
-  auto id = table_.add(base, length);
+result<region_id> verbs_regions::add(void* base, uint64_t length, memory_kind kind) {
+  auto id = table_.add(base, length, kind);
   if (!id.ok())
     return id;
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
@@ -20,9 +20,13 @@ result<region_id> verbs_regions::add(void* base, uint64_t length) {
   if (mr == nullptr) {
     int err = errno;
     table_.remove(*id).ignore();
-    return status::io_error("verbs: ibv_reg_mr of " + std::to_string(length) + " B on " +
-                            dev_->name + ": " + std::strerror(err) + " (errno " +
-                            std::to_string(err) + ")");
+    return status::io_error(
+        "verbs: ibv_reg_mr of " + std::to_string(length) + " B of " + std::string{to_string(kind)} +
+        " memory on " + dev_->name + ": " + std::strerror(err) + " (errno " + std::to_string(err) +
+        ")" +
+        (kind == memory_kind::device && !dev_->device_memory
+             ? "; GPU memory needs a peer-memory client (nvidia_peermem), which is not loaded"
+             : ""));
   }
   std::lock_guard guard{mu_};
   mrs_.emplace(*id, mr);

@@ -35,7 +35,7 @@ class verbs_regions {
 
   /// Registers [base, base + length). Any pointer the device's driver accepts:
   /// host memory, or GPU memory where a peer-memory client is loaded.
-  result<region_id> add(void* base, uint64_t length);
+  result<region_id> add(void* base, uint64_t length, memory_kind kind = memory_kind::host);
 
   /// Waits until no batch pins `id`, then unregisters it.
   status remove(region_id id);

@@ -60,8 +60,13 @@ class verbs_transport final : public transport {
     return "verbs://" + host + ":" + std::to_string(receiver_->port());
   }
 
-  result<region_id> register_region(void* base, uint64_t length) override {
-    return regions_.add(base, length);
+  using transport::register_region;
+
+  /// Device memory is handed to the NIC as it is (GPUDirect RDMA): the
+  /// registration fails, naming ibv_reg_mr's error, where the driver cannot
+  /// pin GPU memory (nvidia-peermem not loaded, no dma-buf support).
+  result<region_id> register_region(void* base, uint64_t length, memory_kind kind) override {
+    return regions_.add(base, length, kind);
   }
 
   status deregister_region(region_id id) override { return regions_.remove(id); }
