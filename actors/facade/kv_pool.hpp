@@ -1,12 +1,15 @@
 // What a scheduler hands kvferry: its KV pool's geometry and the memory behind
 // it. kvferry registers the buffers with the rank's transport; the memory must
-// stay valid until the runtime is stopped.
+// stay valid until the runtime is stopped. KV and state buffers may be GPU
+// memory (buffer::memory); aux buffers are host memory (kvferry reads their
+// rows).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "messages/layout.hpp"
+#include "transport/device_memory.hpp"
 
 namespace kvferry {
 
@@ -17,6 +20,9 @@ struct kv_pool {
     void* base = nullptr;
     uint64_t length = 0;
     uint64_t item_len = 0;
+    /// Device memory is moved by the rank's device copier
+    /// (rank_options::device_copier), never touched by the host.
+    transport::memory_kind memory = transport::memory_kind::host;
   };
 
   uint32_t page_size = 0;  ///< tokens per page

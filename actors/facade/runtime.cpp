@@ -12,6 +12,7 @@
 #include "actors/rank/prefill_rank.hpp"
 #include "actors/staging/staging_actor.hpp"
 #include "actors/transfer/transfer_actor.hpp"
+#include "transport/device_registry.hpp"
 #include "transport/registry.hpp"
 
 namespace kvferry {
@@ -72,6 +73,26 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
                                                   std::to_string(o.pp_size));
   if (auto bad = validate(o.limits))
     return make_error(errc::invalid_argument, "deadlines: " + *bad);
+  // Device memory in the pool: its copier moves it (the transports' bounce
+  // pieces and IPC, staging's kernels).
+  bool device_pool = false;
+  for (size_t i = 0; i < o.pool.aux.size(); ++i)
+    if (o.pool.aux[i].memory == transport::memory_kind::device)
+      return make_error(errc::invalid_argument,
+                        "aux buffer " + std::to_string(i) +
+                            " in device memory, expected host memory (kvferry reads its rows)");
+  for (auto& b : o.pool.kv)
+    device_pool |= b.memory == transport::memory_kind::device;
+  for (auto& st : o.pool.states)
+    for (auto& b : st.buffers)
+      device_pool |= b.memory == transport::memory_kind::device;
+  if (device_pool && !o.transport_options.device) {
+    auto copier = transport::make_device_copier(o.device_copier, o.cuda_device);
+    if (!copier.ok())
+      return make_error(errc::invalid_argument,
+                        "the pool has device memory: " + copier.error().to_string());
+    o.transport_options.device = std::move(copier).value();
+  }
   auto made = transport::make_transport(o.transport, o.transport_options);
   if (!made.ok())
     return make_error(errc::invalid_argument, "transport: " + made.error().to_string());
@@ -91,7 +112,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
       buffers.push_back(&b);
   std::vector<uint32_t> regions;
   for (auto* b : buffers) {
-    auto id = net->register_region(b->base, b->length);
+    auto id = net->register_region(b->base, b->length, b->memory);
     if (!id.ok())
       return make_error(errc::invalid_argument,
                         "registering a pool buffer: " + id.error().to_string());
@@ -104,11 +125,13 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   rt->endpoint_ = net->endpoint();
   rt->rank_ = rank_ref{o.side, o.instance, 0, o.tp_rank, o.pp_rank};
 
-  local_pool pool{*layout, {}, {}};
+  local_pool pool{*layout, {}, {}, {}};
   for (auto& b : o.pool.kv)
     pool.kv_bases.push_back(static_cast<std::byte*>(b.base));
   for (auto& b : o.pool.aux)
     pool.aux_bases.push_back(static_cast<std::byte*>(b.base));
+  if (device_pool)
+    pool.device = o.transport_options.device;
 
   // The rank actor holds this token while it lives; the slots of its rooms
   // watch it.
@@ -131,6 +154,14 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
       return make_error(errc::invalid_argument,
                         "registering the staging memory: " + id.error().to_string());
     staging_region = *id;
+    if (pool.device) {
+      // The gather and scatter kernels reach the ring or gather buffer directly.
+      auto* base = rt->staging_memory_.data();
+      if (auto st = pool.device->pin_host(base, staging_bytes); !st.ok())
+        return make_error(errc::invalid_argument, "pinning the staging memory: " + st.to_string());
+      rt->staging_pin_ =
+          std::shared_ptr<void>{base, [device = pool.device](void* p) { device->unpin_host(p); }};
+    }
   }
   auto* staging_base = static_cast<std::byte*>(rt->staging_memory_.data());
 

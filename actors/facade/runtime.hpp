@@ -48,6 +48,11 @@ struct rank_options {
   /// this host and network namespace, tcp for any other.
   std::string transport = "auto";
   transport::options transport_options;  ///< listen address of the data plane, ...
+  /// Where a pool buffer is device memory and transport_options.device is
+  /// unset: the device copier to make (transport/device_registry.hpp: "cuda",
+  /// or "host" to run the device paths on host memory) and its GPU.
+  std::string device_copier = "cuda";
+  int cuda_device = 0;
   deadlines limits;
   staging_options staging;
   /// Prefill: the bootstrap this rank registers with.
@@ -118,6 +123,7 @@ class runtime {
   staging_actor staging_;
   std::shared_ptr<transfer_counters> counters_;
   transport::shared_memory staging_memory_;  // the ring or the gather buffer
+  std::shared_ptr<void> staging_pin_;        // pinned for the device copier; goes first
   decider_actor own_decider_;                // spawned for a one-rank decode instance
   std::weak_ptr<const void> alive_;          // held by the rank actor while it lives
   bool stopped_ = false;

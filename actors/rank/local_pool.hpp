@@ -5,10 +5,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "messages/ids.hpp"
 #include "messages/layout.hpp"
+#include "transport/device_memory.hpp"
+#include "transport/segment_copy.hpp"
 
 namespace kvferry {
 
@@ -16,6 +20,17 @@ struct local_pool {
   kv_layout layout;
   std::vector<std::byte*> kv_bases;   ///< address of page 0 of each KV buffer
   std::vector<std::byte*> aux_bases;  ///< address of row 0 of each aux buffer
+  /// Set where KV buffers are device memory: staging's gather and scatter run
+  /// on it (the CUDA kernel on a GPU).
+  std::shared_ptr<transport::device_copier> device;
+
+  /// Staging's gather or scatter between a KV buffer and the ring or gather
+  /// buffer: with the device copier where there is one, on the CPU otherwise.
+  transport::status copy_segments(std::span<std::byte> dst, std::span<const std::byte> src,
+                                  std::span<const transport::copy_segment> segments) const {
+    return device ? device->copy_segments(dst, src, segments)
+                  : transport::copy_segments_cpu(dst, src, segments);
+  }
 
   /// Address of aux row `slot` of aux buffer `buffer`.
   std::byte* aux_row(size_t buffer, uint32_t slot) const {

@@ -48,6 +48,9 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
   std::vector<apps::state_spec> states;  ///< state components of every rank
   /// Fault plans per prefill rank index (tp + pp * tp_size), when set.
   std::map<size_t, std::shared_ptr<faulty_transport::plan>> faults;
+  /// Set: every rank's KV buffers are registered as device memory and moved
+  /// by this copier (transport/host_device_copier.hpp runs it on host memory).
+  std::shared_ptr<transport::device_copier> device;
   /// Fault plans per decode rank index, when set.
   std::map<size_t, std::shared_ptr<faulty_transport::plan>> decode_faults;
 
@@ -207,6 +210,11 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
     o.pp_size = pp;
     o.pool = r.pool->describe();
     o.transport = "inproc";
+    if (device) {
+      for (auto& b : o.pool.kv)
+        b.memory = transport::memory_kind::device;
+      o.transport_options.device = device;
+    }
     o.limits = limits;
     o.staging = staging;
     o.wait_on_stop = false;
