@@ -2,11 +2,29 @@
 
 #include <chrono>
 
+#include "actors/guard.hpp"
 #include "actors/log.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/failure.hpp"
 
 namespace kvferry {
+
+namespace {
+
+using self_ptr = bootstrap_actor::stateful_pointer<bootstrap_state>;
+
+/// An exception escaped a handler. The bootstrap holds no room: the request
+/// that hit it gets the failure back (a decode rank fails the rooms waiting
+/// for its topology with it), and the directory carries on. A bootstrap is
+/// no rank: the failure names its instance.
+failure on_exception(self_ptr self, const std::string& what) {
+  auto& dir = self->state.dir;
+  log().error("[bootstrap {}] exception in a handler: {}", dir.instance(), what);
+  return failure{errc::internal, "exception in the bootstrap of " + dir.instance() + ": " + what,
+                 instance_ref(role::prefill, dir.instance(), dir.generation())};
+}
+
+}  // namespace
 
 uint64_t fresh_generation() {
   auto now = std::chrono::system_clock::now().time_since_epoch();
@@ -16,7 +34,8 @@ uint64_t fresh_generation() {
 bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<bootstrap_state> self,
                                          std::string instance, uint64_t generation) {
   self->state.dir = directory{std::move(instance), generation};
-  self->set_down_handler([self](caf::down_msg& dm) {
+  auto on_ex = [self](const std::string& what) { return on_exception(self, what); };
+  self->set_down_handler(guard(on_ex, [self](caf::down_msg& dm) {
     if (self->state.watchers.erase(dm.source) > 0)
       return;
     auto i = self->state.by_actor.find(dm.source);
@@ -32,8 +51,9 @@ bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<boots
     self->state.by_actor.erase(i);
     for (auto& [addr, watcher] : self->state.watchers)
       self->send(watcher, note);
-  });
-  return {
+  }));
+  return guarded<bootstrap_actor::behavior_type>(
+      on_ex,
       [self](rank_registration& reg) -> caf::result<registration_ack> {
         auto handle = reg.handle;
         auto rank = reg.rank;
@@ -57,15 +77,14 @@ bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<boots
                    to_string(rank), self->state.dir.size());
         return registration_ack{self->state.dir.instance(), self->state.dir.generation()};
       },
-      [self](topology_atom) -> topology {
+      [self](topology_atom) -> caf::result<topology> {
         // A decode rank asks: it hears from now on which ranks leave.
         if (auto w = caf::actor_cast<decode_rank_actor>(self->current_sender())) {
           if (self->state.watchers.emplace(w.address(), w).second)
             self->monitor(w);
         }
         return self->state.dir.snapshot();
-      },
-  };
+      });
 }
 
 }  // namespace kvferry

@@ -21,12 +21,13 @@ std::string who(self_ptr self) {
   return "[decider " + self->state.book.instance() + "]";
 }
 
-void on_exception(self_ptr self, const std::string& what);
+failure on_exception(self_ptr self, const std::string& what);
 
-/// `f` (a response callback), with what it throws caught like a handler's.
+/// `f` (a response callback, the down handler), with what it throws caught
+/// like a handler's.
 template <class F>
 auto guarded_callback(self_ptr self, F f) {
-  return guard([self](const std::string& what) { on_exception(self, what); }, std::move(f));
+  return guard([self](const std::string& what) { return on_exception(self, what); }, std::move(f));
 }
 
 /// Sends the verdict to every decode rank that joined the room and every
@@ -195,16 +196,18 @@ void heartbeat_round(self_ptr self) {
 }
 
 /// An exception escaped a handler: every undecided room fails with it, and
-/// the decider carries on.
-void on_exception(self_ptr self, const std::string& what) {
+/// the decider carries on. The decider is no rank: its failures name it the
+/// way the ranks do when it is lost (decider_ref, the decode instance).
+failure on_exception(self_ptr self, const std::string& what) {
   auto& st = self->state;
   log().error("{} exception in a handler: {}; failing its undecided rooms", who(self), what);
   failure why{errc::internal, "exception in the decider of " + st.book.instance() + ": " + what,
-              rank_ref{}};
+              decider_ref(st.book.instance())};
   for (auto& key : st.book.undecided())
     if (auto* r = st.book.find(key))
       if (auto v = st.book.fail(*r, why))
         broadcast(self, *r, *v);
+  return why;
 }
 
 }  // namespace
@@ -217,7 +220,7 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
   self->state.beats = liveness<rank_ref>{limits.heartbeat_misses};
   self->state.book =
       decision_book{std::move(instance), generation, tp_size, pp_size, (uint64_t{rd()} << 32) | 1u};
-  self->set_down_handler([self](caf::down_msg& dm) {
+  self->set_down_handler(guarded_callback(self, [self](caf::down_msg& dm) {
     auto& st = self->state;
     for (auto m = st.members.begin(); m != st.members.end(); ++m) {
       if (m->second.address() != dm.source)
@@ -251,9 +254,9 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
                   gone});
       return;
     }
-  });
+  }));
   return guarded<decider_actor::behavior_type>(
-      [self](const std::string& what) { on_exception(self, what); },
+      [self](const std::string& what) { return on_exception(self, what); },
       [self](member_registration& reg) -> caf::result<member_ack> {
         auto& book = self->state.book;
         if (reg.tp_size != book.tp_size() || reg.pp_size != book.pp_size() ||

@@ -31,13 +31,13 @@ std::string who(self_ptr self) {
   return "[" + to_string(self->state.cfg.self) + "]";
 }
 
-void on_exception(self_ptr self, const std::string& what);
+failure on_exception(self_ptr self, const std::string& what);
 
-/// `f` (a response or lookup callback), with what it throws caught like a
-/// handler's.
+/// `f` (a response or lookup callback, the down handler), with what it
+/// throws caught like a handler's.
 template <class F>
 auto guarded_callback(self_ptr self, F f) {
-  return guard([self](const std::string& what) { on_exception(self, what); }, std::move(f));
+  return guard([self](const std::string& what) { return on_exception(self, what); }, std::move(f));
 }
 
 void sync(self_ptr self, decode_room& room) {
@@ -357,6 +357,14 @@ void start_resolve(self_ptr self, const std::string& key) {
                 guarded_callback(
                     self, [self, key](topology& topo) { on_topology(self, key, std::move(topo)); }),
                 guarded_callback(self, [self, key](caf::error& err) {
+                  // An exception inside the bootstrap: the rooms waiting for
+                  // its answer fail with it now (a retry may meet it again,
+                  // and their deadline would name less). Later rooms ask again.
+                  if (err.category() == error_category &&
+                      static_cast<errc>(err.code()) == errc::internal) {
+                    auto why = to_failure(err, self->state.cfg.self);
+                    for_rooms_of(self, key, [&](decode_room& room) { report(self, room, why); });
+                  }
                   resolve_failed(self, key, "topology query: " + self->system().render(err));
                 }));
       }));
@@ -512,12 +520,13 @@ void forget_lost_source(self_ptr self, const failure& why) {
 
 /// An exception escaped a handler: every live room of this rank fails with
 /// it (the decider tells the others), and the rank carries on.
-void on_exception(self_ptr self, const std::string& what) {
+failure on_exception(self_ptr self, const std::string& what) {
   auto& st = self->state;
   log().error("{} exception in a handler: {}; failing its live rooms", who(self), what);
   failure why{errc::internal, "exception in " + to_string(st.cfg.self) + ": " + what, st.cfg.self};
   for (auto& [id, room] : st.rooms)
     report(self, room, why);
+  return why;
 }
 
 }  // namespace
@@ -525,10 +534,10 @@ void on_exception(self_ptr self, const std::string& what) {
 decode_rank_actor::behavior_type decode_rank(
     decode_rank_actor::stateful_pointer<decode_rank_state> self, decode_rank_config cfg) {
   self->state.cfg = std::move(cfg);
-  self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
+  self->set_down_handler(guarded_callback(self, [self](caf::down_msg& dm) { on_down(self, dm); }));
   register_with_decider(self);
   return guarded<decode_rank_actor::behavior_type>(
-      [self](const std::string& what) { on_exception(self, what); },
+      [self](const std::string& what) { return on_exception(self, what); },
       // -- scheduler ------------------------------------------------------------
       [self](room_open_atom, uint64_t id, bootstrap_locator& where, room_slot_ptr& slot) {
         auto& st = self->state;

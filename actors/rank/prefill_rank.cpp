@@ -30,13 +30,13 @@ std::string who(self_ptr self) {
   return "[" + to_string(self->state.cfg.self) + "]";
 }
 
-void on_exception(self_ptr self, const std::string& what);
+failure on_exception(self_ptr self, const std::string& what);
 
-/// `f` (a response or lookup callback), with what it throws caught like a
-/// handler's.
+/// `f` (a response or lookup callback, the down handler), with what it
+/// throws caught like a handler's.
 template <class F>
 auto guarded_callback(self_ptr self, F f) {
-  return guard([self](const std::string& what) { on_exception(self, what); }, std::move(f));
+  return guard([self](const std::string& what) { return on_exception(self, what); }, std::move(f));
 }
 
 /// Mirrors the room's state into its published slot and schedules its
@@ -288,7 +288,7 @@ void forget_incarnation(self_ptr self, const rank_ref& newer, uint64_t previous)
 
 /// An exception escaped a handler: every live room of this rank fails with
 /// it (the decider tells the others), and the rank carries on.
-void on_exception(self_ptr self, const std::string& what) {
+failure on_exception(self_ptr self, const std::string& what) {
   auto& st = self->state;
   log().error("{} exception in a handler: {}; failing its live rooms", who(self), what);
   failure why{errc::internal, "exception in " + to_string(st.cfg.self) + ": " + what, st.cfg.self};
@@ -301,13 +301,13 @@ void on_exception(self_ptr self, const std::string& what) {
 prefill_rank_actor::behavior_type prefill_rank(
     prefill_rank_actor::stateful_pointer<prefill_rank_state> self, prefill_rank_config cfg) {
   self->state.cfg = std::move(cfg);
-  self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
+  self->set_down_handler(guarded_callback(self, [self](caf::down_msg& dm) { on_down(self, dm); }));
   // The transfer actor lives and dies with its rank: no orphan keeps writing.
   self->link_to(self->state.cfg.transfer);
   if (!self->state.cfg.bootstrap.host.empty() || self->state.cfg.bootstrap.handle)
     register_with_bootstrap(self);
   return guarded<prefill_rank_actor::behavior_type>(
-      [self](const std::string& what) { on_exception(self, what); },
+      [self](const std::string& what) { return on_exception(self, what); },
       // -- scheduler ------------------------------------------------------------
       [self](room_open_atom, uint64_t id, room_slot_ptr slot) {
         auto& st = self->state;
@@ -316,6 +316,7 @@ prefill_rank_actor::behavior_type prefill_rank(
         std::erase_if(st.tombstones, [id](auto& t) { return t.room == id; });
         auto& room =
             st.rooms.try_emplace(id, id, std::move(slot), st.cfg.self, st.cfg.layout, st.cfg.limits)
+  return why;
                 .first->second;
         if (auto p = st.pending.find(id); p != st.pending.end()) {
           auto entry = std::move(p->second);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include <caf/actor_cast.hpp>
+#include <caf/mailbox_element.hpp>
 
 #include "actors/guard.hpp"
 #include "actors/log.hpp"
@@ -65,8 +66,36 @@ void arm_sweep(self_ptr self) {
   self->delayed_send(self, st.cfg.ask_wait / 4 + std::chrono::milliseconds{1}, expire_atom_v);
 }
 
-void on_exception(self_ptr self, const std::string& what) {
+/// An exception escaped a handler: the room its message concerned fails at
+/// the decode rank at once, by the path a failed scatter takes (a chunk, or
+/// the opening of a room, that could not be handled); an ask or a close gets
+/// the failure back as its error (the writer fails its room with it); a sweep
+/// that threw refuses every parked ask with it. The actor carries on.
+failure on_exception(self_ptr self, const std::string& what) {
+  auto& st = self->state;
   log().error("{} exception in a handler: {}", who(self), what);
+  failure why{errc::internal,
+              "exception in the staging actor of " + to_string(st.cfg.self) + ": " + what,
+              st.cfg.self};
+  auto* element = self->current_mailbox_element();
+  if (!element)
+    return why;
+  auto& msg = element->content();
+  auto rank = caf::actor_cast<decode_rank_actor>(self->current_sender());
+  if (msg.match_elements<chunk_landed>()) {
+    if (rank)
+      self->send(rank, chunk_scattered{msg.get_as<chunk_landed>(0), why});
+  } else if (msg.match_elements<staging_room>()) {
+    chunk_landed opening;
+    opening.key = msg.get_as<staging_room>(0).key;
+    if (rank)
+      self->send(rank, chunk_scattered{opening, why});
+  } else if (msg.match_elements<expire_atom>()) {
+    for (auto& [key, parked] : st.waiting)
+      parked.promise.deliver(to_error(why));
+    st.waiting.clear();
+  }
+  return why;
 }
 
 }  // namespace
@@ -76,7 +105,7 @@ staging_actor::behavior_type staging(staging_actor::stateful_pointer<staging_sta
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.book = std::make_unique<staging_book>(st.cfg.pool.layout, st.cfg.self, st.cfg.ring_size);
-  auto on_ex = [self](const std::string& what) { on_exception(self, what); };
+  auto on_ex = [self](const std::string& what) { return on_exception(self, what); };
   self->set_down_handler([self](caf::down_msg& m) { self->state.writers.erase(m.source); });
   return guarded<staging_actor::behavior_type>(
       on_ex,

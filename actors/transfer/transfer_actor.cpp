@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
 #include <set>
 #include <span>
 #include <vector>
@@ -10,6 +11,7 @@
 #include <caf/send.hpp>
 #include <caf/weak_intrusive_ptr.hpp>
 
+#include "actors/guard.hpp"
 #include "actors/log.hpp"
 #include "actors/plan/planner.hpp"
 #include "actors/plan/staging_plan.hpp"
@@ -161,17 +163,106 @@ void launch(self_ptr self, uint64_t id, write_plan plan) {
     finish(self, id);
 }
 
-/// Runs `f`, logging what it throws: one room's error never takes the actor
-/// (and every room of its rank) down. A job it left half done fails by its
-/// own timer.
+void pump_all(self_ptr self);
+
+/// True if job `id` can no longer move on its own: nothing of it in flight,
+/// nothing it waits for. Between two handlers no job is (it would have
+/// finished); after a handler threw, the one it was working on may be.
+bool stranded(const transfer_state& st, uint64_t id, const transfer_state::job& j) {
+  if (j.pending > 0)
+    return false;
+  if (j.aux_waiting)
+    return st.kv_in_flight.count({j.meta.key, j.meta.peer}) == 0;
+  if (auto p = st.peers.find(j.meta.peer); !j.posted && p != st.peers.end()) {
+    auto& waiting = p->second.waiting;
+    if (std::find(waiting.begin(), waiting.end(), id) != waiting.end())
+      return false;
+  }
+  return true;
+}
+
+/// A handler threw while handling `handling` (and job `job`, if it handles
+/// one): the rooms it concerns fail at once, each of their jobs with the
+/// chunk_result a failed write sends, naming the exception. Those rooms are
+/// the room of `job`, of every job the throw left stranded, and of every job
+/// it posted a batch for (cookies from `first_cookie` on: a post that threw
+/// gets no completion). Their batches still in flight are forgotten (a late
+/// completion is ignored); the rooms are failed, so their source pages may go
+/// back once the rank has every result.
+void fail_thrown(self_ptr self, const char* handling, std::optional<uint64_t> job,
+                 uint64_t first_cookie, const std::string& what) {
+  auto& st = self->state;
+  log().error("[{}] exception while handling {}: {}; failing the rooms it concerns",
+              to_string(st.self), handling, what);
+  failure why{errc::internal, "exception in the transfer actor: " + what, st.self};
+  std::set<room_key> rooms;
+  if (job)
+    if (auto j = st.jobs.find(*job); j != st.jobs.end())
+      rooms.insert(j->second.meta.key);
+  for (auto& [id, j] : st.jobs)
+    if (stranded(st, id, j))
+      rooms.insert(j.meta.key);
+  for (auto b = st.batches.lower_bound(first_cookie); b != st.batches.end(); ++b)
+    if (auto j = st.jobs.find(b->second.first); j != st.jobs.end())
+      rooms.insert(j->second.meta.key);
+  std::vector<uint64_t> failed;
+  for (auto& [id, j] : st.jobs)
+    if (rooms.count(j.meta.key))
+      failed.push_back(id);
+  for (auto id : failed) {
+    auto& j = st.jobs.at(id);
+    chunk_result r;
+    r.key = j.meta.key;
+    r.peer = j.meta.peer;
+    r.chunk = j.meta.chunk;
+    r.last = j.meta.last;
+    r.pages = static_cast<uint32_t>(j.meta.src_pages.size());
+    r.staged = j.staged;
+    r.first_page = j.meta.first_page;
+    r.why = why;
+    auto to = j.reply_to;
+    abandon(self, id);
+    ++st.counters->chunks;
+    self->send(to, std::move(r));
+  }
+  // No job of these rooms is left to wait for their KV: a count the throw
+  // left behind goes.
+  std::erase_if(st.kv_in_flight, [&](const auto& kv) { return rooms.count(kv.first.first) > 0; });
+}
+
+/// What `f` threw, as text; nothing if it returned.
 template <class F>
-void shielded(self_ptr self, const char* what, F f) {
+std::optional<std::string> caught(F&& f) {
   try {
     f();
+    return std::nullopt;
   } catch (const std::exception& e) {
-    log().error("[{}] exception while handling {}: {}", to_string(self->state.self), what,
-                e.what());
+    return std::string{e.what()};
+  } catch (...) {
+    return std::string{"an exception of unknown type"};
   }
+}
+
+/// Runs `f`, the work of a handler of `handling` (of job `job`, if it has
+/// one). What it throws never takes the actor (and every room of its rank)
+/// down: the rooms it concerns fail at once (fail_thrown) and the actor
+/// carries on.
+template <class F>
+void shielded(self_ptr self, const char* handling, std::optional<uint64_t> job, F f) {
+  auto first_cookie = self->state.next_id;
+  auto what = caught([&] {
+    fire_planted_fault();
+    f();
+  });
+  if (!what)
+    return;
+  fail_thrown(self, handling, job, first_cookie, *what);
+  // What the failed jobs held (gather space, a place in a ring's order) may
+  // let others go now. A throw here fails what it concerns too; no more is
+  // tried until the next message.
+  first_cookie = self->state.next_id;
+  if (auto again = caught([&] { pump_all(self); }))
+    fail_thrown(self, "the jobs behind the failed ones", std::nullopt, first_cookie, *again);
 }
 
 /// Posts the staged jobs that may go now, oldest first over every peer:
@@ -341,7 +432,7 @@ void start_staged(self_ptr self, uint64_t id) {
   self->request(peer.staging.handle, st.staging.slot_wait, std::move(ask))
       .then(
           [self, id, rank](staging_grant& g) {
-            shielded(self, "a staging grant", [&] {
+            shielded(self, "a staging grant", id, [&] {
               auto& st = self->state;
               auto j = st.jobs.find(id);
               if (j == st.jobs.end())
@@ -364,7 +455,7 @@ void start_staged(self_ptr self, uint64_t id) {
             });
           },
           [self, id](caf::error& err) {
-            shielded(self, "a refused staging ask", [&] {
+            shielded(self, "a refused staging ask", id, [&] {
               drop_staged(self, id, to_failure(err, self->state.self));
               pump_all(self);
             });
@@ -515,15 +606,13 @@ transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer
         }
       },
       [self](batch_done& done) {
-        try {
-          on_done(self, done);
-        } catch (const std::exception& e) {
-          log().error("[{}] exception on completion of batch {}: {}", to_string(self->state.self),
-                      done.cookie, e.what());
-        }
+        auto& batches = self->state.batches;
+        auto b = batches.find(done.cookie);
+        auto job = b == batches.end() ? std::nullopt : std::optional<uint64_t>{b->second.first};
+        shielded(self, "a batch completion", job, [&] { on_done(self, done); });
       },
       [self](staging_watermark& wm) {
-        shielded(self, "a staging watermark", [&] {
+        shielded(self, "a staging watermark", std::nullopt, [&] {
           // Only from the staging actor of the peer's current incarnation
           // (it names its decode rank by place).
           auto from = self->current_sender();
@@ -536,7 +625,7 @@ transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer
         });
       },
       [self](expire_atom, uint64_t id) {
-        shielded(self, "a staging timer", [&] {
+        shielded(self, "a staging timer", id, [&] {
           auto& st = self->state;
           auto j = st.jobs.find(id);
           if (j == st.jobs.end() || !j->second.staged || j->second.posted)
