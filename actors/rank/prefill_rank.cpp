@@ -98,8 +98,18 @@ void dispatch(self_ptr self, prefill_room& room) {
   sync(self, room);
 }
 
+const room_verdict* cleared_as(self_ptr self, const room_key& key);
+
 void handle_request(self_ptr self, prefill_room& room, const room_request& req) {
   auto& st = self->state;
+  if (room.key().generation == 0)
+    if (auto* old = cleared_as(self, req.key)) {
+      // A late request of the cleared room with this id: answered as one
+      // that came after the clear; the room opened again waits for its own.
+      if (old->outcome == kv_poll::failed)
+        self->send(req.decider, room_failure{req.key, old->why});
+      return;
+    }
   if (room.fsm().state() == kv_poll::failed) {
     // Concluded here already (alone, or by a verdict on a record the decider
     // has since forgotten): the decider hears why, whatever it keys it now.
@@ -172,6 +182,18 @@ const room_verdict* find_tombstone(self_ptr self, uint64_t id) {
   for (auto i = t.rbegin(); i != t.rend(); ++i)
     if (i->room == id)
       return &i->verdict;
+  return nullptr;
+}
+
+/// The outcome of the cleared room of exactly `key`, if it was bound to a
+/// generation: a message with that key, for a room opened again with the
+/// same id and not bound yet, is of the older room.
+const room_verdict* cleared_as(self_ptr self, const room_key& key) {
+  if (key.generation == 0)
+    return nullptr;
+  for (auto& t : self->state.tombstones)
+    if (t.verdict.key == key)
+      return &t.verdict;
   return nullptr;
 }
 
@@ -294,6 +316,7 @@ failure on_exception(self_ptr self, const std::string& what) {
   failure why{errc::internal, "exception in " + to_string(st.cfg.self) + ": " + what, st.cfg.self};
   for (auto& [id, room] : st.rooms)
     report(self, room, why);
+  return why;
 }
 
 }  // namespace
@@ -313,10 +336,10 @@ prefill_rank_actor::behavior_type prefill_rank(
         auto& st = self->state;
         if (refuse_reopen(st.rooms, id, slot, st.cfg.self))
           return;
-        std::erase_if(st.tombstones, [id](auto& t) { return t.room == id; });
+        // The tombstones of the id stay: late messages of the cleared room
+        // must not bind or conclude this one (cleared_as).
         auto& room =
             st.rooms.try_emplace(id, id, std::move(slot), st.cfg.self, st.cfg.layout, st.cfg.limits)
-  return why;
                 .first->second;
         if (auto p = st.pending.find(id); p != st.pending.end()) {
           auto entry = std::move(p->second);
@@ -436,6 +459,8 @@ prefill_rank_actor::behavior_type prefill_rank(
         auto& st = self->state;
         if (auto i = st.rooms.find(v.key.room); i != st.rooms.end()) {
           auto& room = i->second;
+          if (room.key().generation == 0 && cleared_as(self, v.key))
+            return;  // the verdict of the cleared room with this id, sent again
           room.adopt(v.key.generation);
           if (room.key().generation == v.key.generation)
             settle(self, room, v.outcome, v.why);
