@@ -676,8 +676,10 @@ decode_rank_actor::behavior_type decode_rank(
         if (i == self->state.rooms.end())
           return;
         auto& room = i->second;
-        room.set_generation(msg.key.generation);
-        if (room.key() == msg.key) {
+        // Only for the room's own key: the decider keys a join before any
+        // verdict of it, so a verdict for a room not keyed yet is of an older
+        // generation of its id (sent again), and must not become its key.
+        if (room.keyed() && room.key() == msg.key) {
           settle(self, room, msg.outcome, msg.why);
           forget_lost_source(self, msg.why);
         }
