@@ -43,7 +43,7 @@ void run_scatter(self_ptr self, const staging_book::scatter& s) {
     if (lists[b].empty())
       continue;
     std::span<std::byte> buffer{pool.kv_bases[b], pool.layout.kv_buffers[b].length};
-    if (auto rc = transport::copy_segments_cpu(buffer, ring, lists[b]); !rc.ok())
+    if (auto rc = pool.copy_segments(buffer, ring, lists[b]); !rc.ok())
       throw std::logic_error("scatter into KV buffer " + std::to_string(b) + ": " + rc.message());
   }
   ++st.scatters;

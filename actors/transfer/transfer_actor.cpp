@@ -341,7 +341,7 @@ void pump_all(self_ptr self) {
     transport::status gathered;
     for (size_t b = 0; b < lists.size() && gathered.ok(); ++b)
       if (!lists[b].empty())
-        gathered = transport::copy_segments_cpu(
+        gathered = st.pool.copy_segments(
             gather, {st.pool.kv_bases[b], st.pool.layout.kv_buffers[b].length}, lists[b]);
     if (!gathered.ok()) {
       fail_job(j,

@@ -319,7 +319,8 @@ TEST_CASE_METHOD(refusal_fixture, "a corrupted aux row is refused at commit", "[
   expect((chunk_job), from(p).to(t));
   expect((batch_done), from(_).to(t));
   expect((chunk_result), from(t).to(p));
-  write_stamp(local_pool{decode.rt->layout(), {}, {decode.pool->aux_row(0)}}, 2, room_key{94, 3});
+  write_stamp(local_pool{decode.rt->layout(), {}, {decode.pool->aux_row(0)}, {}}, 2,
+              room_key{94, 3});
   sched.run();
   REQUIRE(r.poll() == kv_poll::failed);
   CHECK(r.failure()->why.code == errc::aux_mismatch);
