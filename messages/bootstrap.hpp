@@ -90,13 +90,15 @@ struct rank_left {
   rank_ref rank;
   std::string reason;
   bool orderly = false;  ///< it stopped on purpose (user_shutdown), not a fault
+  /// Its connection was lost (remote_link_unreachable): it may live on, cut off.
+  bool link_lost = false;
 
   friend bool operator==(const rank_left&, const rank_left&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_left& x) {
-  return f(caf::meta::type_name("kvferry.rank_left"), x.rank, x.reason, x.orderly);
+  return f(caf::meta::type_name("kvferry.rank_left"), x.rank, x.reason, x.orderly, x.link_lost);
 }
 
 }  // namespace kvferry

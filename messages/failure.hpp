@@ -15,6 +15,7 @@
 
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
+#include <caf/exit_reason.hpp>
 #include <caf/fwd.hpp>
 #include <caf/meta/type_name.hpp>
 
@@ -122,6 +123,13 @@ struct transfer_error {
 
 /// The error category of kvferry's codes inside caf::error.
 constexpr caf::atom_value error_category = caf::atom("kvferry");
+
+/// True where a down_msg's `reason` says the connection to the actor's node
+/// was lost (its process killed, the link cut) rather than the actor ending:
+/// it may live on, cut off, and conclude on its own side of the cut.
+inline bool link_lost(const caf::error& reason) {
+  return reason == caf::exit_reason::remote_link_unreachable;
+}
 
 /// Wraps a code and cause into a caf::error (category "kvferry").
 caf::error make_error(errc code, std::string cause);

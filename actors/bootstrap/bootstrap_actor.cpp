@@ -46,7 +46,7 @@ bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<boots
     log().log(level, "[bootstrap {}] {} left ({})", self->state.dir.instance(),
               to_string(i->second), caf::to_string(dm.reason));
     rank_left note{i->second, caf::to_string(dm.reason),
-                   dm.reason == caf::exit_reason::user_shutdown};
+                   dm.reason == caf::exit_reason::user_shutdown, link_lost(dm.reason)};
     self->state.dir.remove(i->second.tp, i->second.pp);
     self->state.by_actor.erase(i);
     for (auto& [addr, watcher] : self->state.watchers)

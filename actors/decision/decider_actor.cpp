@@ -229,9 +229,13 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
       log().log(
           dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn,
           "{} {} went down: {}", who(self), to_string(gone), caf::to_string(dm.reason));
-      failure why{errc::peer_down,
-                  "decode " + to_string(gone) + " went down (" + caf::to_string(dm.reason) + ")",
-                  gone};
+      // Lost by its link, it may live on and conclude on its own: the one
+      // cause both sides of a cut word alike.
+      failure why = link_lost(dm.reason) ? decider_lost(decider_ref(st.book.instance()))
+                                         : failure{errc::peer_down,
+                                                   "decode " + to_string(gone) + " went down (" +
+                                                       caf::to_string(dm.reason) + ")",
+                                                   gone};
       fail_rooms_of(self, gone, why);
       st.members.erase(m);
       auto members = live_members(self);
@@ -247,11 +251,15 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
       log().log(
           dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn,
           "{} prefill {} went down: {}", who(self), to_string(gone), caf::to_string(dm.reason));
-      fail_rooms_of(
-          self, gone,
-          failure{errc::peer_down,
-                  "prefill " + to_string(gone) + " went down (" + caf::to_string(dm.reason) + ")",
-                  gone});
+      // Lost by its link (killed, or cut off and alive): a prefill rank cut
+      // off concludes with decider_lost() without hearing from this side, so
+      // the rooms fail with that, on every rank that still hears the verdict.
+      fail_rooms_of(self, gone,
+                    link_lost(dm.reason) ? decider_lost(decider_ref(st.book.instance()))
+                                         : failure{errc::peer_down,
+                                                   "prefill " + to_string(gone) + " went down (" +
+                                                       caf::to_string(dm.reason) + ")",
+                                                   gone});
       return;
     }
   }));

@@ -33,12 +33,17 @@ inline rank_ref decider_ref(const std::string& instance) {
   return instance_ref(role::decode, instance, 0);
 }
 
-/// The failure every rank concludes with when `decider` is lost: it went
-/// down, fell silent for longer than allowed, or never answered. One wording
-/// whatever the way a rank found out (its log says which), so that ranks that
-/// found out differently still agree.
+/// The failure every rank concludes with when it and `decider` lost contact:
+/// the decider went down, fell silent for longer than allowed, or never
+/// answered; or the decider lost a rank of the room by its connection. One
+/// wording whatever the side and the way it found out (the logs say which):
+/// across a cut link neither side can tell the other what it saw, so ranks
+/// that found out differently, on both sides of the cut, still agree.
 inline failure decider_lost(const rank_ref& decider) {
-  return failure{errc::peer_down, "the decider of " + decider.instance + " was lost", decider};
+  return failure{
+      errc::peer_down,
+      "contact was lost between the decider of " + decider.instance + " and a rank of the room",
+      decider};
 }
 
 /// Stands for a decider that is not watched (no live room named it).

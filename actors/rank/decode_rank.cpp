@@ -476,13 +476,16 @@ void drop_instance_of(self_ptr self, const rank_ref& gone, const failure& why) {
 }
 
 /// A prefill rank went down: its down_msg here, or its bootstrap's rank_left.
-void lose_source(self_ptr self, const rank_ref& gone, const std::string& reason,
+/// Lost by its link (`link`), it may live on cut off and conclude on its own:
+/// its rooms fail with the cause both sides of a cut word alike.
+void lose_source(self_ptr self, const rank_ref& gone, const std::string& reason, bool link,
                  spdlog::level::level_enum level) {
   log().log(level, "{} prefill {} went down: {}", who(self), to_string(gone), reason);
   drop_instance_of(
       self, gone,
-      failure{errc::peer_down, "prefill " + to_string(gone) + " went down (" + reason + ")",
-              self->state.cfg.self});
+      link ? decider_lost(decider_ref(self->state.cfg.self.instance))
+           : failure{errc::peer_down, "prefill " + to_string(gone) + " went down (" + reason + ")",
+                     self->state.cfg.self});
 }
 
 void on_down(self_ptr self, const caf::down_msg& dm) {
@@ -503,7 +506,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
   for (auto& [key, peer] : st.peers)
     for (auto& [rank, handle] : peer.handles)
       if (handle.address() == dm.source) {
-        lose_source(self, rank, caf::to_string(dm.reason), level);
+        lose_source(self, rank, caf::to_string(dm.reason), link_lost(dm.reason), level);
         return;
       }
 }
@@ -656,7 +659,7 @@ decode_rank_actor::behavior_type decode_rank(
         on_landed(self, *room, msg.landed);
       },
       [self](rank_left& msg) {
-        lose_source(self, msg.rank, msg.reason,
+        lose_source(self, msg.rank, msg.reason, msg.link_lost,
                     msg.orderly ? spdlog::level::info : spdlog::level::warn);
       },
       // -- the decider ----------------------------------------------------------

@@ -278,9 +278,13 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
     auto gone = i->first;
     log().log(level, "{} decode {} went down: {}", who(self), to_string(gone),
               caf::to_string(dm.reason));
-    failure why{errc::peer_down,
-                "decode " + to_string(gone) + " went down (" + caf::to_string(dm.reason) + ")",
-                st.cfg.self};
+    // Lost by its link, it may live on cut off: the cause both sides of a cut
+    // word alike (its decider is of its instance).
+    failure why = link_lost(dm.reason) ? decider_lost(decider_ref(gone.instance))
+                                       : failure{errc::peer_down,
+                                                 "decode " + to_string(gone) + " went down (" +
+                                                     caf::to_string(dm.reason) + ")",
+                                                 st.cfg.self};
     for (auto& [id, room] : st.rooms)
       for (auto& d : room.destinations())
         if (d.decode_rank == gone)

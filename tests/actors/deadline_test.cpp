@@ -270,6 +270,7 @@ TEST_CASE_METHOD(deadline_fixture,
   pass(2 * limits.heartbeat, 100ms);
   REQUIRE(s.poll() == kv_poll::failed);
   CHECK(s.failure()->why.code == errc::peer_down);
-  CHECK(s.failure()->why.cause == "the decider of mute was lost");
+  CHECK(s.failure()->why.cause ==
+        "contact was lost between the decider of mute and a rank of the room");
   caf::anon_send_exit(silent, caf::exit_reason::kill);
 }

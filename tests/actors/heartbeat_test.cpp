@@ -122,7 +122,9 @@ TEST_CASE_METHOD(heartbeat_fixture,
     CHECK(w.error->why == v[0].error->why);
   }
   CHECK(v[0].error->why.code == errc::peer_down);
-  CHECK_THAT(v[0].error->why.cause, Catch::Matches("the decider of decode-0 was lost"));
+  CHECK_THAT(v[0].error->why.cause,
+             Catch::Matches("contact was lost between the decider of decode-0 "
+                            "and a rank of the room"));
 
   // It wakes up with every finish in its mailbox: past its lease, its verdict
   // is the cause the ranks concluded with, not Success.
