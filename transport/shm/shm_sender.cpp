@@ -327,9 +327,14 @@ status shm_sender::map_grant(int fd, uint64_t region, uint64_t length, uint64_t 
     return status::io_error("mmap of region " + std::to_string(region) + " (" +
                             std::to_string(length) + " B): " + std::strerror(err));
   auto id = static_cast<region_id>(region);
-  if (auto old = mapped_.find(id); old != mapped_.end() && old->second.map_base)
-    ::munmap(old->second.map_base, old->second.map_len);
-  mapped_[id] = mapped_region{static_cast<std::byte*>(p) + delta, length, p, delta + length, {}};
+  if (auto old = mapped_.find(id); old != mapped_.end())
+    unmap(old->second);
+  mapped_region m{static_cast<std::byte*>(p) + delta, length, p, delta + length, {}, false};
+  // With a device copier, copies from device memory land here: pinned, they
+  // go by DMA rather than through CUDA's own staging. Unpinned still works.
+  if (device_)
+    m.pinned = device_->pin_host(p, delta + length).ok();
+  mapped_[id] = std::move(m);
   return {};
 }
 
@@ -351,10 +356,10 @@ status shm_sender::map_device_grant(const device_grant& g) {
     return status::io_error("opening device region " + std::to_string(g.region) + ": " +
                             opened.error().message());
   auto id = static_cast<region_id>(g.region);
-  if (auto old = mapped_.find(id); old != mapped_.end() && old->second.map_base)
-    ::munmap(old->second.map_base, old->second.map_len);
+  if (auto old = mapped_.find(id); old != mapped_.end())
+    unmap(old->second);
   auto mem = std::move(opened).value();
-  mapped_[id] = mapped_region{mem.get(), g.length, nullptr, 0, std::move(mem)};
+  mapped_[id] = mapped_region{mem.get(), g.length, nullptr, 0, std::move(mem), false};
   return {};
 }
 
@@ -413,11 +418,18 @@ void shm_sender::drop(const status& why) {
   pending_.clear();
 }
 
+void shm_sender::unmap(mapped_region& m) {
+  if (m.pinned)
+    device_->unpin_host(m.map_base);
+  if (m.map_base)
+    ::munmap(m.map_base, m.map_len);
+  m = mapped_region{nullptr, 0, nullptr, 0, {}, false};  // a device mapping closes here
+}
+
 void shm_sender::unmap_all() {
   for (auto& [id, m] : mapped_)
-    if (m.map_base)
-      ::munmap(m.map_base, m.map_len);
-  mapped_.clear();  // device mappings close with their last reference
+    unmap(m);
+  mapped_.clear();
 }
 
 }  // namespace kvferry::transport::shm

@@ -49,6 +49,9 @@ class shm_sender {
     uint64_t map_len;  ///< and how much
     /// Device memory: the copier's mapping of the peer's handle (released to unmap).
     std::shared_ptr<std::byte> device;
+    /// Host memory pinned with the device copier, so that copies from device
+    /// memory into it go straight to it.
+    bool pinned = false;
   };
 
   /// A batch taken off the queue, in post order, and how far it got:
@@ -81,6 +84,8 @@ class shm_sender {
   /// Closes the connection; fails every batch begun on it with `why`.
   void drop(const status& why);
   void unmap_all();
+  /// Unpins and unmaps one mapping (device mappings close with their pointer).
+  void unmap(mapped_region& m);
   void fail(uint64_t cookie, const status& why) { complete_(completion{cookie, why}); }
 
   const std::string socket_name_;
