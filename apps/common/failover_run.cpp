@@ -95,50 +95,97 @@ failover_result run_failover(const failover_options& o) {
                                   "--model=" + o.model,
                                   "--rooms=" + std::to_string(o.rooms),
                                   "--interval-us=" + std::to_string(o.interval_us),
-                                  "--epoch-ns=" + std::to_string(epoch),
                                   "--print-conclusions",
                                   "--kvferry.bootstrap-timeout=3s",
-                                  "--kvferry.log-level=error"};
+                                  "--kvferry.log-level=" + o.log_level};
   common.insert(common.end(), o.extra.begin(), o.extra.end());
+  auto lag = std::chrono::duration_cast<std::chrono::nanoseconds>(o.prefill_lag).count();
   auto argv = [&](std::vector<std::string> own) {
+    bool prefill = own.front() == "--role=prefill";
     own.insert(own.begin(), o.demo);
+    own.push_back("--epoch-ns=" + std::to_string(prefill ? epoch + lag : epoch));
     own.insert(own.end(), common.begin(), common.end());
     return own;
   };
-  auto first =
-      std::make_unique<child_process>(argv({"--role=prefill", "--ranks=0", "--bootstrap-port=0"}));
-  auto line = first->wait_for_line(
-      [](const std::string& l) { return l.find("bootstrap listening on") != std::string::npos; },
-      20s);
-  std::smatch m;
-  if (!line || !std::regex_search(*line, m, std::regex{R"(:(\d+)$)"})) {
-    r.error = "the first prefill process did not print its bootstrap port:\n" + first->output();
+  // The first prefill process hosts the bootstrap: on any free port at the
+  // start, on the same port when a new incarnation replaces the instance.
+  std::string port = "0";
+  auto bootstrap_process = [&]() -> std::unique_ptr<child_process> {
+    auto p = std::make_unique<child_process>(
+        argv({"--role=prefill", "--ranks=0", "--bootstrap-port=" + port}));
+    auto line = p->wait_for_line(
+        [](const std::string& l) { return l.find("bootstrap listening on") != std::string::npos; },
+        20s);
+    std::smatch m;
+    if (!line || !std::regex_search(*line, m, std::regex{R"(:(\d+)$)"})) {
+      r.error = "a prefill process did not print its bootstrap port:\n" + p->output();
+      return nullptr;
+    }
+    port = m[1];
+    return p;
+  };
+  auto first = bootstrap_process();
+  if (!first)
     return r;
-  }
-  std::string port = m[1];
   auto rank1 = [&] {
     return std::make_unique<child_process>(
         argv({"--role=prefill", "--ranks=1", "--join-bootstrap", "--bootstrap-port=" + port}));
   };
-  auto victim = rank1();
-  child_process decode{argv({"--role=decode", "--bootstrap-port=" + port})};
+  auto decode_process = [&] {
+    return std::make_unique<child_process>(argv({"--role=decode", "--bootstrap-port=" + port}));
+  };
+  auto second = rank1();
+  auto decode = decode_process();
   std::this_thread::sleep_until(std::chrono::system_clock::time_point{
       std::chrono::duration_cast<std::chrono::system_clock::duration>(
           std::chrono::nanoseconds{epoch}) +
       o.strike_after});
+  // The struck processes move out of `first`, `second`, `decode`; the new
+  // ones take their places there.
+  std::vector<std::unique_ptr<child_process>> struck;
+  if (o.target == fault_target::prefill_instance) {
+    struck.push_back(std::move(first));
+    struck.push_back(std::move(second));
+  } else if (o.target == fault_target::decode_instance) {
+    struck.push_back(std::move(decode));
+  } else {
+    struck.push_back(std::move(second));
+  }
   r.strike_ns = wall_ns();
-  ::kill(victim->pid(), o.signal);
-  std::unique_ptr<child_process> replacement;
-  if (o.restart)
-    replacement = rank1();
+  for (auto& p : struck)
+    ::kill(p->pid(), o.signal);
+  bool reaped = false;  // no signal to a pid that is gone (it may be reused)
+  if (o.restart) {
+    if (o.target == fault_target::prefill_instance) {
+      // The killed processes are reaped first: a new bootstrap binds the port
+      // of the old one.
+      for (auto& p : struck)
+        p->wait(5s);
+      reaped = true;
+      first = bootstrap_process();
+      if (!first)
+        return r;  // the error says why; the other processes are killed
+      r.restarted_ns = wall_ns();
+      second = rank1();
+    } else if (o.target == fault_target::decode_instance) {
+      r.restarted_ns = wall_ns();
+      decode = decode_process();
+    } else {
+      r.restarted_ns = wall_ns();
+      second = rank1();
+    }
+  }
   auto patience = std::chrono::milliseconds{o.rooms * o.interval_us / 1000} + 60s;
-  decode.wait(patience);
-  first->wait(patience);
-  if (replacement)
-    replacement->wait(patience);
-  ::kill(victim->pid(), SIGKILL);  // a frozen one is let go now
-  victim->wait(5s);
-  for (auto* p : {&decode, first.get(), replacement.get()})
+  for (auto* p : {decode.get(), first.get(), second.get()})
+    if (p)
+      p->wait(patience);
+  for (auto& p : struck) {
+    if (!reaped)
+      ::kill(p->pid(), SIGKILL);  // a frozen one is let go now
+    p->wait(5s);
+    r.struck_outputs.push_back(p->output());
+  }
+  for (auto* p : {decode.get(), first.get(), second.get()})
     if (p) {
       read_conclusions(p->output(), r);
       r.outputs.push_back(p->output());

@@ -6,6 +6,9 @@
 // or frozen (SIGSTOP: no connection drops); optionally a new process takes
 // its place. The survivors print when each rank concluded each room; the
 // trial reads them back and reports what every surviving rank concluded.
+// With `target` the fault strikes a whole instance instead (every process of
+// the prefill instance, bootstrap included, or the decode process), and the
+// restart brings up a new incarnation of it on the same bootstrap address.
 #pragma once
 
 #include <chrono>
@@ -17,16 +20,29 @@
 
 namespace kvferry::apps {
 
+/// What the fault strikes.
+enum class fault_target {
+  prefill_rank,      ///< prefill rank 1's process; the bootstrap's process stays
+  prefill_instance,  ///< both prefill processes: the bootstrap and every rank
+  decode_instance,   ///< the decode process: the decider and every decode rank
+};
+
 struct failover_options {
   std::string demo;  ///< path of kvferry-demo
+  fault_target target = fault_target::prefill_rank;
   std::string model = "llama-7b";
   int signal = SIGKILL;  ///< SIGKILL (kill -9) or SIGSTOP (a silent partition)
-  bool restart = false;  ///< start a new process for the lost rank right after
+  bool restart = false;  ///< start new processes for what was struck right after
   uint32_t rooms = 80;
   uint32_t interval_us = 25000;
   std::chrono::milliseconds lead{4000};         ///< from start to the first room
   std::chrono::milliseconds strike_after{600};  ///< from the first room to the fault
-  std::vector<std::string> extra;               ///< more options for every process
+  /// The prefill processes open each room this much after the decode process
+  /// (its requests wait at the prefill ranks meanwhile): rooms are in flight
+  /// at any moment, whatever a room's own transfer takes.
+  std::chrono::milliseconds prefill_lag{0};
+  std::vector<std::string> extra;   ///< more options for every process
+  std::string log_level = "error";  ///< kvferry.log-level of every process
 };
 
 /// One rank's conclusion of one room, read from a process's output.
@@ -39,17 +55,22 @@ struct rank_conclusion {
 
 struct failover_result {
   int64_t strike_ns = 0;  ///< when the signal was sent (system clock)
-  int64_t epoch_ns = 0;   ///< when room 1 opened
+  /// When the restarted processes were up (a restarted prefill instance: its
+  /// bootstrap listening again; else when they were started); 0 without one.
+  int64_t restarted_ns = 0;
+  int64_t epoch_ns = 0;  ///< when room 1 opened on decode
   int64_t interval_ns = 0;
 
-  /// When room `room` opened on every process (paced arrivals).
+  /// When room `room` opened on decode (paced arrivals; on prefill prefill_lag
+  /// later).
   int64_t opened_ns(uint64_t room) const {
     return epoch_ns + static_cast<int64_t>(room - 1) * interval_ns;
   }
   /// Every surviving rank's conclusions, by room.
   std::map<uint64_t, std::vector<rank_conclusion>> rooms;
-  std::vector<std::string> outputs;  ///< each process's output, for diagnostics
-  std::string error;                 ///< set when the trial itself could not run
+  std::vector<std::string> outputs;         ///< each process's output, for diagnostics
+  std::vector<std::string> struck_outputs;  ///< what the struck processes printed
+  std::string error;                        ///< set when the trial itself could not run
 
   /// Rooms that were live at the strike: opened before it, concluded after.
   std::vector<uint64_t> struck() const;
