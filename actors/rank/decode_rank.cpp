@@ -521,6 +521,35 @@ void forget_lost_source(self_ptr self, const failure& why) {
     drop_instance_of(self, why.origin, why);
 }
 
+/// A verdict says contact was lost across instances (decider_lost: a rank
+/// lost by its link, which this rank may not have seen: a source reached
+/// through its bootstrap's node, whose bootstrap died too). The room's prefill
+/// instance is looked up again for the next rooms: its handles here may be of
+/// a dead incarnation.
+void forget_cut_off_source(self_ptr self, const decode_room& room, const failure& why) {
+  auto& st = self->state;
+  if (why != decider_lost(decider_ref(st.cfg.self.instance)))
+    return;
+  auto p = st.peers.find(room.peer());
+  if (p == st.peers.end() || p->second.in_flight || !room.has_sources())
+    return;
+  // Only the incarnation the room was bound to: a lookup made since may have
+  // found the next one already.
+  auto& bound = room.sources().front().rank;
+  auto same = std::any_of(p->second.sources.begin(), p->second.sources.end(),
+                          [&](const room_source& s) { return s.rank == bound; });
+  if (!same)
+    return;
+  log().info(
+      "{} {}: contact with the prefill instance at {} may be lost: it is looked up again "
+      "for the next rooms",
+      who(self), to_string(room.key()), p->first);
+  for_rooms_of(self, p->first, [&](decode_room& other) { report(self, other, why); });
+  for (auto& [rank, handle] : p->second.handles)
+    self->demonitor(handle.address());
+  st.peers.erase(p);
+}
+
 /// An exception escaped a handler: every live room of this rank fails with
 /// it (the decider tells the others), and the rank carries on.
 failure on_exception(self_ptr self, const std::string& what) {
@@ -685,6 +714,7 @@ decode_rank_actor::behavior_type decode_rank(
         if (room.keyed() && room.key() == msg.key) {
           settle(self, room, msg.outcome, msg.why);
           forget_lost_source(self, msg.why);
+          forget_cut_off_source(self, room, msg.why);
         }
       },
       [self](heartbeat_atom, uint64_t seq) -> caf::result<heartbeat_atom, uint64_t> {

@@ -213,19 +213,14 @@ void check_restart(const failover_result& r, const std::string& survivor,
 
 }  // namespace
 
-// [!mayfail]: a product bug, not fixed here. After the whole prefill instance
-// is killed, decode rank tp1 keeps the dead incarnation's topology: its source
-// (prefill tp1) is reached through the bootstrap's node, so no down_msg comes;
-// the bootstrap died too, so no rank_left comes; and the verdicts of the
-// struck rooms carry decider_lost(), whose origin is the decode instance, so
-// forget_lost_source() does not drop the instance either. Every later room it
-// joins names the dead prefill handles, the decider's monitor of them fires at
-// once, and the room fails with "contact was lost between the decider of
-// decode-0 and a rank of the room": no room succeeds after the restart.
+// Decode rank tp1 reaches its source (prefill tp1) through the bootstrap's
+// node: when the whole instance dies it gets no down_msg and no rank_left, and
+// learns of the loss only from the verdicts ("contact was lost ..."), on which
+// it looks the instance up again (forget_cut_off_source in decode_rank.cpp).
 TEST_CASE(
     "the whole prefill instance killed and restarted: decode fails its rooms then serves "
     "the new incarnation",
-    "[e2e][process][restart][!mayfail]") {
+    "[e2e][process][restart]") {
   check_restart(run_failover(restart_options(fault_target::prefill_instance)), "decode-0",
                 "prefill-0");
 }
