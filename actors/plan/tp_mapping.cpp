@@ -89,6 +89,12 @@ std::optional<pairing_refusal> check_pairing(const kv_layout& p, const kv_layout
   };
   if (auto bad = check_sizes({p.tp_size, p.pp_size}, {d.tp_size, d.pp_size}))
     return unsupported(*bad);
+  // The decode layout came off the wire: checked whole before any field of it
+  // is used to index anything.
+  if (auto bad = validate(d))
+    return pairing_refusal{errc::invalid_argument, "the decode rank's layout: " + *bad};
+  if (auto bad = validate(p))
+    return pairing_refusal{errc::invalid_argument, "this prefill rank's layout: " + *bad};
   if (auto m = compare(p, d))
     return mismatch(*m);
   for (auto id : p.layer_ids)

@@ -178,3 +178,14 @@ TEST_CASE("pairing checks layers and state components at handshake", "[logic][ma
   REQUIRE(bad);
   CHECK(bad->code == errc::unsupported);
 }
+
+TEST_CASE("pairing refuses a malformed decode layout naming what is wrong", "[logic][mapping]") {
+  // A peer's layout with fewer KV buffers than its layers need: refused, not
+  // indexed (the registration is refused; the rank's other rooms carry on).
+  auto d = layout(0, 1, {0, 1});
+  d.kv_buffers.pop_back();
+  auto bad = check_pairing(layout(0, 1, {0, 1}), d);
+  REQUIRE(bad);
+  CHECK(bad->code == errc::invalid_argument);
+  CHECK(bad->cause == "the decode rank's layout: 3 kv buffers, expected 4 (2 layers x K,V)");
+}
