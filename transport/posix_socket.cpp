@@ -189,6 +189,18 @@ void tune(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+void set_user_timeout(int fd, int ms) {
+  if (ms <= 0)
+    return;
+  unsigned timeout = static_cast<unsigned>(ms);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout, sizeof(timeout));
+  int one = 1, idle = 1, interval = 1, count = std::max(1, ms / 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+}
+
 void set_buffers(int fd, int bytes) {
   if (bytes <= 0)
     return;

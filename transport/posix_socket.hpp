@@ -75,6 +75,19 @@ status read_all(int fd, std::vector<iovec>& iov);
 /// Sets TCP_NODELAY.
 void tune(int fd);
 
+/// How a backend's data connections are set up (options::tcp_socket_buffer,
+/// options::tcp_user_timeout_ms).
+struct socket_tuning {
+  int buffer_bytes = 0;     ///< set_buffers(), 0: the kernel's autotuning
+  int user_timeout_ms = 0;  ///< set_user_timeout(), 0: the kernel's default
+};
+
+/// Makes a connection whose sent bytes stay unacknowledged for `ms` fail
+/// (TCP_USER_TIMEOUT), and probes an idle one every second (keepalive), so
+/// that a path that silently stops carrying packets errors out within `ms`
+/// instead of the kernel's many minutes of retransmissions. No-op for `ms` <= 0.
+void set_user_timeout(int fd, int ms);
+
 /// Sets SO_SNDBUF and SO_RCVBUF to `bytes` each (the kernel doubles them for
 /// its bookkeeping and caps them at net.core.wmem_max / rmem_max). A fixed size
 /// turns the kernel's autotuning off for that socket. No-op for `bytes` <= 0.

@@ -43,6 +43,10 @@ struct options {
   uint32_t tcp_streams = 4;               ///< tcp: connections per peer a large batch is split over
   /// tcp: SO_SNDBUF/SO_RCVBUF of each data connection, 0 for the kernel's autotuning.
   int tcp_socket_buffer = 4 << 20;
+  /// tcp: a data connection whose bytes stay unacknowledged this long (a path
+  /// that silently stopped carrying packets) fails, with the batches on it;
+  /// 0 for the kernel's default (many minutes).
+  int tcp_user_timeout_ms = 10000;
   std::string rdma_device;  ///< verbs: device name, empty for the first one found
   uint8_t rdma_port = 1;    ///< verbs: port of that device
   int rdma_gid_index = 0;   ///< verbs: GID index (RoCE needs a valid one), -1: LID only

@@ -1,8 +1,9 @@
 // The other process of the transport fault tests: a receiver that registers a
 // shared region and waits, or a sender that writes into a peer without pause,
 // so that a test can kill it mid-write.
-//   transport_test_peer receiver BACKEND BYTES
-//       prints "ready ENDPOINT REGION", exits when stdin closes
+//   transport_test_peer receiver BACKEND BYTES [HOST]
+//       listens on HOST (default 127.0.0.1), prints "ready ENDPOINT REGION",
+//       exits when stdin closes
 //   transport_test_peer sender BACKEND ENDPOINT REGION BYTES FENCE
 //       posts batches of one BYTES write, 4 in flight, until killed; prints
 //       "writing ENDPOINT" after its first batch landed
@@ -26,8 +27,10 @@ int fail(const std::string& why) {
   return 1;
 }
 
-int run_receiver(const std::string& backend, uint64_t bytes) {
-  auto net = make_transport(backend, {});
+int run_receiver(const std::string& backend, uint64_t bytes, const std::string& host) {
+  options opts;
+  opts.listen_host = host;
+  auto net = make_transport(backend, opts);
   if (!net.ok())
     return fail(net.error().to_string());
   auto mem = shared_memory::allocate(bytes);
@@ -84,10 +87,11 @@ int run_sender(const std::string& backend, const std::string& endpoint, region_i
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "receiver" && argc == 4)
-    return run_receiver(argv[2], std::strtoull(argv[3], nullptr, 10));
+  if (mode == "receiver" && (argc == 4 || argc == 5))
+    return run_receiver(argv[2], std::strtoull(argv[3], nullptr, 10),
+                        argc == 5 ? argv[4] : "127.0.0.1");
   if (mode == "sender" && argc == 7)
     return run_sender(argv[2], argv[3], static_cast<region_id>(std::strtoul(argv[4], nullptr, 10)),
                       std::strtoull(argv[5], nullptr, 10), std::strtoull(argv[6], nullptr, 10));
-  return fail("usage: receiver BACKEND BYTES | sender BACKEND ENDPOINT REGION BYTES FENCE");
+  return fail("usage: receiver BACKEND BYTES [HOST] | sender BACKEND ENDPOINT REGION BYTES FENCE");
 }

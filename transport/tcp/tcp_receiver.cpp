@@ -40,23 +40,25 @@ status send_ack(int fd, uint64_t cookie, const status& st) {
 }  // namespace
 
 result<std::unique_ptr<tcp_receiver>> tcp_receiver::start(const std::string& host, uint16_t port,
-                                                          int socket_buffer,
+                                                          socket_tuning tuning,
                                                           const region_table& regions,
                                                           fence_table& fences,
                                                           std::shared_ptr<device_copier> device) {
-  auto listening = listen_on(host, port, socket_buffer);
+  auto listening = listen_on(host, port, tuning.buffer_bytes);
   if (!listening.ok())
     return listening.error();
   auto [fd, bound] = std::move(listening).value();
-  return std::unique_ptr<tcp_receiver>{
-      new tcp_receiver(std::move(fd), bound, regions, fences, std::move(device))};
+  return std::unique_ptr<tcp_receiver>{new tcp_receiver(std::move(fd), bound, regions, fences,
+                                                        std::move(device), tuning.user_timeout_ms)};
 }
 
 tcp_receiver::tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions,
-                           fence_table& fences, std::shared_ptr<device_copier> device)
+                           fence_table& fences, std::shared_ptr<device_copier> device,
+                           int user_timeout_ms)
     : regions_(regions),
       fences_(fences),
       device_(std::move(device)),
+      user_timeout_ms_(user_timeout_ms),
       listener_(std::move(listener)),
       port_(port) {
   acceptor_ = std::thread{[this] { accept_loop(); }};
@@ -79,6 +81,7 @@ void tcp_receiver::disconnect(const std::string& endpoint) {
 
 void tcp_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
+  set_user_timeout(fd, user_timeout_ms_);
   hello h;
   if (!conns_.greet(conn, h, max_name))
     return;

@@ -22,11 +22,12 @@ namespace kvferry::transport::tcp {
 
 class tcp_receiver {
  public:
-  /// Listens on host:port; accepted connections get `socket_buffer` bytes of
-  /// socket buffers (0: autotuning). `regions` and `fences` must outlive the
+  /// Listens on host:port; accepted connections are set up by `tuning`
+  /// (buffers, user timeout). `regions` and `fences` must outlive the
   /// receiver; `device` (may be null) places bytes into device regions.
   static result<std::unique_ptr<tcp_receiver>> start(const std::string& host, uint16_t port,
-                                                     int socket_buffer, const region_table& regions,
+                                                     socket_tuning tuning,
+                                                     const region_table& regions,
                                                      fence_table& fences,
                                                      std::shared_ptr<device_copier> device);
 
@@ -45,7 +46,7 @@ class tcp_receiver {
   using connection = connection_threads::connection;
 
   tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions, fence_table& fences,
-               std::shared_ptr<device_copier> device);
+               std::shared_ptr<device_copier> device, int user_timeout_ms);
 
   void accept_loop();
   void serve(connection& conn);
@@ -53,6 +54,7 @@ class tcp_receiver {
   const region_table& regions_;
   fence_table& fences_;
   const std::shared_ptr<device_copier> device_;
+  const int user_timeout_ms_;
   socket_fd listener_;
   uint16_t port_;
   std::atomic<bool> stopping_{false};

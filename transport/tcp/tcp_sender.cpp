@@ -18,14 +18,14 @@ constexpr int connect_timeout_ms = 5000;
 // -- tcp_stream ---------------------------------------------------------------
 
 tcp_stream::tcp_stream(host_port where, std::string label, std::string self_name,
-                       const region_table& local, device_copier* device, int socket_buffer,
+                       const region_table& local, device_copier* device, socket_tuning tuning,
                        std::function<void(const stripe&, status)> done)
     : where_(std::move(where)),
       label_(std::move(label)),
       self_name_(std::move(self_name)),
       local_(local),
       device_(device),
-      socket_buffer_(socket_buffer),
+      tuning_(tuning),
       done_(std::move(done)) {
   writer_ = std::thread{[this] { writer_loop(); }};
 }
@@ -70,9 +70,10 @@ bool tcp_stream::ensure_connected(stripe& first) {
   // its socket is replaced.
   if (reader_.joinable())
     reader_.join();
-  auto fd = connect_to(where_, connect_timeout_ms, socket_buffer_);
+  auto fd = connect_to(where_, connect_timeout_ms, tuning_.buffer_bytes);
   status st;
   if (fd.ok()) {
+    set_user_timeout(fd->get(), tuning_.user_timeout_ms);
     st = send_hello(fd->get(), hello{}, self_name_, max_name);
   } else {
     st = fd.error();
@@ -237,7 +238,7 @@ void tcp_stream::drop(uint64_t generation, const status& why) {
 
 tcp_sender::tcp_sender(host_port where, std::string endpoint, std::string self_name,
                        const region_table& local, device_copier* device, uint32_t streams,
-                       int socket_buffer, std::function<void(completion)> complete)
+                       socket_tuning tuning, std::function<void(completion)> complete)
     : where_(std::move(where)),
       endpoint_(std::move(endpoint)),
       self_name_(std::move(self_name)),
@@ -249,7 +250,7 @@ tcp_sender::tcp_sender(host_port where, std::string endpoint, std::string self_n
     if (streams > 1)
       label += " stream " + std::to_string(i + 1) + "/" + std::to_string(streams);
     streams_.push_back(std::make_unique<tcp_stream>(
-        where_, std::move(label), self_name_, local_, device, socket_buffer,
+        where_, std::move(label), self_name_, local_, device, tuning,
         [this](const stripe& s, status st) { stripe_done(s, std::move(st)); }));
   }
 }

@@ -54,9 +54,9 @@ class tcp_stream {
   /// regions. `done` is called once per pushed stripe,
   /// from the stream's threads (or, on destruction, the destroying thread),
   /// never under the stream's lock. `label` names the stream in causes;
-  /// `socket_buffer` sizes its socket's buffers (0: autotuning).
+  /// `tuning` sets up its socket (buffers, user timeout).
   tcp_stream(host_port where, std::string label, std::string self_name, const region_table& local,
-             device_copier* device, int socket_buffer,
+             device_copier* device, socket_tuning tuning,
              std::function<void(const stripe&, status)> done);
 
   tcp_stream(const tcp_stream&) = delete;
@@ -82,7 +82,7 @@ class tcp_stream {
   const std::string self_name_;  // our own endpoint, sent in the hello
   const region_table& local_;
   device_copier* const device_;
-  const int socket_buffer_;
+  const socket_tuning tuning_;
   const std::function<void(const stripe&, status)> done_;
 
   std::mutex mu_;  // guards everything below
@@ -108,10 +108,10 @@ class tcp_sender {
   /// regions) must outlive the sender; `complete` is
   /// called once per posted batch, in post order, from the sender's threads
   /// or the posting thread. `self_name` tells the receiver whose connections
-  /// these are. `streams` (at least 1) and `socket_buffer` as in options.
+  /// these are. `streams` (at least 1) and `tuning` as in options.
   tcp_sender(host_port where, std::string endpoint, std::string self_name,
-             const region_table& local, device_copier* device, uint32_t streams, int socket_buffer,
-             std::function<void(completion)> complete);
+             const region_table& local, device_copier* device, uint32_t streams,
+             socket_tuning tuning, std::function<void(completion)> complete);
 
   tcp_sender(const tcp_sender&) = delete;
   tcp_sender& operator=(const tcp_sender&) = delete;

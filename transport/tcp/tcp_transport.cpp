@@ -19,13 +19,13 @@ class tcp_transport final : public transport {
   tcp_transport(const options& opts, std::unique_ptr<region_table> regions)
       : host_(opts.listen_host),
         streams_(std::clamp<uint32_t>(opts.tcp_streams, 1, max_streams)),
-        socket_buffer_(opts.tcp_socket_buffer),
+        tuning_{opts.tcp_socket_buffer, opts.tcp_user_timeout_ms},
         device_(opts.device),
         regions_(std::move(regions)) {}
 
   /// Second step of construction: the receiver refers to regions_.
   status listen(uint16_t port) {
-    auto r = tcp_receiver::start(host_, port, socket_buffer_, *regions_, fences_, device_);
+    auto r = tcp_receiver::start(host_, port, tuning_, *regions_, fences_, device_);
     if (!r.ok())
       return r.error();
     receiver_ = std::move(r).value();
@@ -71,7 +71,7 @@ class tcp_transport final : public transport {
       return where.error();
     return senders_.add(std::make_unique<tcp_sender>(std::move(where).value(), endpoint,
                                                      this->endpoint(), *regions_, device_.get(),
-                                                     streams_, socket_buffer_, senders_.relay()));
+                                                     streams_, tuning_, senders_.relay()));
   }
 
   status post(peer_id peer, write_batch batch) override {
@@ -91,7 +91,7 @@ class tcp_transport final : public transport {
  private:
   const std::string host_;
   const uint32_t streams_;
-  const int socket_buffer_;
+  const socket_tuning tuning_;
   const std::shared_ptr<device_copier> device_;
   std::unique_ptr<region_table> regions_;
   fence_table fences_;
