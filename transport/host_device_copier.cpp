@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -11,13 +12,24 @@ namespace kvferry::transport {
 
 namespace {
 
-/// What export_shared() hands out: this process and the address.
+/// What export_shared() hands out: this process and the address. A pid alone
+/// does not name a process across pid namespaces: a random number drawn once
+/// per process goes with it.
 struct shared_handle {
   uint32_t magic = 0x4B564448;  // "KVDH"
   uint32_t pid = 0;
   uint64_t address = 0;
   uint64_t bytes = 0;
+  uint64_t process = 0;
 };
+
+uint64_t this_process() {
+  static const uint64_t id = [] {
+    std::random_device rd;
+    return (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(::getpid());
+  }();
+  return id;
+}
 
 }  // namespace
 
@@ -88,6 +100,7 @@ result<std::vector<std::byte>> host_device_copier::export_shared(void* base, uin
   h.pid = static_cast<uint32_t>(::getpid());
   h.address = reinterpret_cast<uintptr_t>(base);
   h.bytes = bytes;
+  h.process = this_process();
   std::vector<std::byte> out(sizeof(h));
   std::memcpy(out.data(), &h, sizeof(h));
   return out;
@@ -102,7 +115,7 @@ result<std::shared_ptr<std::byte>> host_device_copier::open_shared(
   std::memcpy(&h, handle.data(), sizeof(h));
   if (h.magic != shared_handle{}.magic)
     return status::invalid_argument("not a host device handle (wrong magic)");
-  if (h.pid != static_cast<uint32_t>(::getpid()))
+  if (h.pid != static_cast<uint32_t>(::getpid()) || h.process != this_process())
     return status::invalid_argument("a host device handle of process " + std::to_string(h.pid) +
                                     ": only handles of this process (" +
                                     std::to_string(::getpid()) + ") can be opened");

@@ -31,7 +31,10 @@ status no_copier(const memory_run& r) {
 void append_run(std::vector<memory_run>& runs, std::byte* base, uint64_t length, memory_kind kind) {
   if (length == 0)
     return;
-  if (!runs.empty() && runs.back().kind == kind && runs.back().base + runs.back().length == base)
+  // Device runs are never merged: two regions adjacent in the address space
+  // may be two allocations, which one copy must not cross.
+  if (!runs.empty() && kind == memory_kind::host && runs.back().kind == kind &&
+      runs.back().base + runs.back().length == base)
     runs.back().length += length;
   else
     runs.push_back({base, length, kind});

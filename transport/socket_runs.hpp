@@ -21,8 +21,8 @@ struct memory_run {
   memory_kind kind = memory_kind::host;
 };
 
-/// Appends a run, merging it into the last one when it continues it in memory
-/// of the same kind. Zero lengths are dropped.
+/// Appends a run, merging it into the last one when both are host memory and
+/// it continues it. Zero lengths are dropped.
 void append_run(std::vector<memory_run>& runs, std::byte* base, uint64_t length, memory_kind kind);
 
 /// Writes `head` (headers) and then every run to `fd`. Device runs need

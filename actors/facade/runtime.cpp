@@ -83,6 +83,14 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
                             " in device memory, expected host memory (kvferry reads its rows)");
   for (auto& b : o.pool.kv)
     device_pool |= b.memory == transport::memory_kind::device;
+  // Staging's gather and scatter copy between every KV buffer and the ring:
+  // on the GPU for device pools, so every KV buffer must be device memory.
+  for (size_t i = 0; i < o.pool.kv.size(); ++i)
+    if (device_pool && o.pool.kv[i].memory != transport::memory_kind::device)
+      return make_error(errc::invalid_argument,
+                        "KV buffer " + std::to_string(i) +
+                            " in host memory while others are in device memory, expected every "
+                            "KV buffer in one kind of memory");
   for (auto& st : o.pool.states)
     for (auto& b : st.buffers)
       device_pool |= b.memory == transport::memory_kind::device;

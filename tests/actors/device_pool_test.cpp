@@ -61,8 +61,9 @@ TEST_CASE("rooms move between device pools through the copier with and without s
   CHECK((staged_chunks > 0) == staged);
 }
 
-TEST_CASE("a pool with aux in device memory or no usable copier is refused naming why",
-          "[actors][device]") {
+TEST_CASE(
+    "a pool with aux in device memory or mixed KV memory or no usable copier is refused naming why",
+    "[actors][device]") {
   instance_fixture f;
   apps::host_pool pool{f.shape, 4, 8, 4, 64, apps::rank_place{0, 1, 0, 1}, {}};
   SECTION("aux in device memory") {
@@ -75,10 +76,23 @@ TEST_CASE("a pool with aux in device memory or no usable copier is refused namin
     REQUIRE_FALSE(rt);
     CHECK_THAT(to_string(rt.error()), Catch::Contains("aux buffer 0 in device memory"));
   }
-  SECTION("an unknown copier") {
+  SECTION("KV buffers in two kinds of memory") {
     rank_options o;
     o.pool = pool.describe();
     o.pool.kv[0].memory = transport::memory_kind::device;
+    o.device_copier = "host";
+    o.transport = "inproc";
+    o.wait_on_stop = false;
+    auto rt = runtime::start(f.sys, std::move(o));
+    REQUIRE_FALSE(rt);
+    CHECK_THAT(to_string(rt.error()),
+               Catch::Contains("KV buffer 1 in host memory while others are in device memory"));
+  }
+  SECTION("an unknown copier") {
+    rank_options o;
+    o.pool = pool.describe();
+    for (auto& b : o.pool.kv)
+      b.memory = transport::memory_kind::device;
     o.device_copier = "tpu";
     o.transport = "inproc";
     o.wait_on_stop = false;

@@ -96,11 +96,15 @@ status stream::synchronize() const {
 status copy_bytes(void* dst, const void* src, size_t bytes) {
   KVFERRY_CUDA_TRY("cudaMemcpy(" + std::to_string(bytes) + " B, cudaMemcpyDefault)",
                    cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  // cudaMemcpy may return before a copy from pageable memory, or between two
+  // device buffers, is done: the legacy stream it ran on is waited for.
+  KVFERRY_CUDA_TRY("cudaStreamSynchronize(legacy stream)", cudaStreamSynchronize(nullptr));
   return {};
 }
 
 status fill_bytes(void* dst, int value, size_t bytes) {
   KVFERRY_CUDA_TRY("cudaMemset(" + std::to_string(bytes) + " B)", cudaMemset(dst, value, bytes));
+  KVFERRY_CUDA_TRY("cudaStreamSynchronize(legacy stream)", cudaStreamSynchronize(nullptr));
   return {};
 }
 

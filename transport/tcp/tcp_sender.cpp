@@ -1,6 +1,7 @@
 #include "transport/tcp/tcp_sender.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "transport/socket_runs.hpp"
 #include "transport/tcp/tcp_stripes.hpp"
@@ -146,6 +147,7 @@ void tcp_stream::writer_loop() {
     }
     uint64_t gen;
     int fd;
+    std::pair<uint64_t, uint32_t> which;  // the stripe's (seq, index)
     {
       std::unique_lock guard{mu_};
       if (stopping_) {
@@ -162,19 +164,45 @@ void tcp_stream::writer_loop() {
       }
       gen = generation_;
       fd = fd_.get();
+      which = {s.seq, s.index};
       in_flight_.push_back(sent{std::move(s), gen});
     }
     // The stripe's ops moved into in_flight_; headers and runs point into
-    // memory that stays put (the header vector and the regions). A device
-    // read that fails cuts the stream short: the connection is dropped, which
-    // fails the stripes on it with the cause.
+    // memory that stays put (the header vector and the regions).
     std::vector<iovec> head{{&bh, sizeof(bh)},
                             {headers.data(), headers.size() * sizeof(op_header)}};
-    if (auto st = send_runs(fd, std::move(head), runs, device_); !st.ok())
-      drop(gen, is_link_error(st.error_code())
-                    ? status::connection_lost(label_ + ": " + st.message())
-                    : status::from(st.error_code(), label_ + ": " + st.message()));
+    auto st = send_runs(fd, std::move(head), runs, device_);
+    if (st.ok())
+      continue;
+    if (is_link_error(st.error_code())) {
+      drop(gen, status::connection_lost(label_ + ": " + st.message()));
+      continue;
+    }
+    // A device read failed mid-stripe: this stripe fails with its cause; the
+    // stream, cut short, is dropped, and the stripes before it on it fail as
+    // a lost connection does.
+    fail_in_flight(gen, which, status::from(st.error_code(), label_ + ": " + st.message()));
+    drop(gen, status::connection_lost(label_ +
+                                      ": dropped after a device read failed on a later "
+                                      "batch (" +
+                                      st.message() + ")"));
   }
+}
+
+void tcp_stream::fail_in_flight(uint64_t generation, std::pair<uint64_t, uint32_t> which,
+                                const status& why) {
+  std::optional<stripe> gone;
+  {
+    std::lock_guard guard{mu_};
+    for (auto i = in_flight_.begin(); i != in_flight_.end(); ++i)
+      if (i->generation == generation && i->s.seq == which.first && i->s.index == which.second) {
+        gone = std::move(i->s);
+        in_flight_.erase(i);
+        break;
+      }
+  }
+  if (gone)
+    done_(*gone, why);
 }
 
 void tcp_stream::reader_loop(int fd, uint64_t generation) {

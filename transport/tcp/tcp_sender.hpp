@@ -29,6 +29,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "transport/posix_socket.hpp"
@@ -76,6 +77,8 @@ class tcp_stream {
   bool ensure_connected(stripe& first);
   /// Fails every stripe in flight on connection `generation`, once.
   void drop(uint64_t generation, const status& why);
+  /// Fails the stripe (seq, index) in flight on `generation`, if still there.
+  void fail_in_flight(uint64_t generation, std::pair<uint64_t, uint32_t> which, const status& why);
 
   const host_port where_;
   const std::string label_;      // "tcp peer tcp://h:p" (+ " stream i/n")
