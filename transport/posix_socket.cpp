@@ -209,6 +209,17 @@ void set_buffers(int fd, int bytes) {
   ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
 }
 
+status discard_exact(int fd, uint64_t n) {
+  std::vector<char> scratch(std::min<uint64_t>(n, 1 << 16));
+  while (n > 0) {
+    auto len = std::min<uint64_t>(n, scratch.size());
+    if (auto st = read_exact(fd, scratch.data(), len); !st.ok())
+      return st;
+    n -= len;
+  }
+  return {};
+}
+
 status read_exact(int fd, void* buf, size_t len) {
   auto* p = static_cast<char*>(buf);
   while (len > 0) {

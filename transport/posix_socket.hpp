@@ -66,6 +66,9 @@ result<socket_fd> connect_to(const host_port& where, int timeout_ms, int buffer_
 /// Reads exactly `len` bytes. Returns connection_lost on EOF or error.
 status read_exact(int fd, void* buf, size_t len);
 
+/// Reads `n` bytes and throws them away (the rest of a refused batch).
+status discard_exact(int fd, uint64_t n);
+
 /// Writes every byte described by `iov` (modified in place as it advances).
 status write_all(int fd, std::vector<iovec>& iov);
 

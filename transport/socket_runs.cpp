@@ -9,18 +9,6 @@ namespace kvferry::transport {
 
 namespace {
 
-/// Reads and throws away `n` bytes.
-status discard(int fd, uint64_t n) {
-  std::vector<char> scratch(std::min<uint64_t>(n, 1 << 16));
-  while (n > 0) {
-    auto len = std::min<uint64_t>(n, scratch.size());
-    if (auto st = read_exact(fd, scratch.data(), len); !st.ok())
-      return st;
-    n -= len;
-  }
-  return {};
-}
-
 status no_copier(const memory_run& r) {
   return status::invalid_argument("a run of " + std::to_string(r.length) +
                                   " B in device memory, and no device copier to move it");
@@ -112,7 +100,7 @@ receive_outcome receive_runs(int fd, const std::vector<memory_run>& runs, device
   if (!out.placed.ok()) {
     // A device run failed: the rest of the batch is read and thrown away, so
     // the stream stays in step and only this batch is refused.
-    out.link = discard(fd, unread);
+    out.link = discard_exact(fd, unread);
     return out;
   }
   flush();

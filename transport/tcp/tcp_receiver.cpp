@@ -15,18 +15,6 @@ namespace kvferry::transport::tcp {
 
 namespace {
 
-/// Reads and throws away `n` bytes (the payload of a refused batch).
-status drain(int fd, uint64_t n) {
-  std::vector<char> scratch(std::min<uint64_t>(n, 1 << 16));
-  while (n > 0) {
-    auto len = std::min<uint64_t>(n, scratch.size());
-    if (auto st = read_exact(fd, scratch.data(), len); !st.ok())
-      return st;
-    n -= len;
-  }
-  return {};
-}
-
 status send_ack(int fd, uint64_t cookie, const status& st) {
   ack_header ack;
   ack.cookie = cookie;
@@ -139,7 +127,7 @@ void tcp_receiver::serve(connection& conn) {
         payload_read = true;
       }
     }
-    if (!verdict.ok() && !payload_read && !drain(fd, bh.payload_bytes).ok())
+    if (!verdict.ok() && !payload_read && !discard_exact(fd, bh.payload_bytes).ok())
       return;
     if (!send_ack(fd, bh.cookie, verdict).ok())
       return;
