@@ -25,12 +25,8 @@ namespace {
 
 using self_ptr = transfer_actor::stateful_pointer<transfer_state>;
 
-/// Sends the result of a finished job and forgets it.
-void finish(self_ptr self, uint64_t id) {
-  auto i = self->state.jobs.find(id);
-  if (i == self->state.jobs.end())
-    return;
-  auto& j = i->second;
+/// The result of job `j`, as far as it got (its cause is set by the caller).
+chunk_result result_of(const transfer_state::job& j) {
   chunk_result r;
   r.key = j.meta.key;
   r.peer = j.meta.peer;
@@ -41,6 +37,16 @@ void finish(self_ptr self, uint64_t id) {
   r.writes = j.writes;
   r.staged = j.staged;
   r.first_page = j.meta.first_page;
+  return r;
+}
+
+/// Sends the result of a finished job and forgets it.
+void finish(self_ptr self, uint64_t id) {
+  auto i = self->state.jobs.find(id);
+  if (i == self->state.jobs.end())
+    return;
+  auto& j = i->second;
+  auto r = result_of(j);
   ++self->state.counters->chunks;
   if (j.staged && !j.why)
     ++self->state.counters->staged;
@@ -211,14 +217,7 @@ void fail_thrown(self_ptr self, const char* handling, std::optional<uint64_t> jo
       failed.push_back(id);
   for (auto id : failed) {
     auto& j = st.jobs.at(id);
-    chunk_result r;
-    r.key = j.meta.key;
-    r.peer = j.meta.peer;
-    r.chunk = j.meta.chunk;
-    r.last = j.meta.last;
-    r.pages = static_cast<uint32_t>(j.meta.src_pages.size());
-    r.staged = j.staged;
-    r.first_page = j.meta.first_page;
+    auto r = result_of(j);
     r.why = why;
     auto to = j.reply_to;
     abandon(self, id);
