@@ -54,24 +54,38 @@ double failover_result::strike_to_all_concluded_ms() const {
   return (last - strike_ns) / 1e6;
 }
 
+bool concluded_alone(const rank_conclusion& c) {
+  return c.state == "Failed" && c.why.find("no decode rank asked for it") != std::string::npos;
+}
+
+namespace {
+
+/// Appends how the ranks of `room` disagree to `out`. A rank that concluded
+/// alone only has to conclude Failed: a Success beside it disagrees.
+void add_disagreements(uint64_t room, const std::vector<rank_conclusion>& cs,
+                       std::vector<std::string>& out) {
+  auto ref = std::find_if(cs.begin(), cs.end(), [&](auto& c) { return !concluded_alone(c); });
+  if (ref == cs.end())
+    return;
+  for (auto& c : cs)
+    if (concluded_alone(c) ? ref->state != "Failed" : (c.state != ref->state || c.why != ref->why))
+      out.push_back("room " + std::to_string(room) + ": " + c.rank + " " + c.state + " " + c.why +
+                    " / " + ref->rank + " " + ref->state + " " + ref->why);
+}
+
+}  // namespace
+
 std::vector<std::string> failover_result::disagreements() const {
   std::vector<std::string> out;
-  for (auto room : struck()) {
-    auto& cs = rooms.at(room);
-    // A prefill rank that no decode rank reached for the room (it opened as
-    // the rank was killed) has no decider to hear from: it concludes Failed
-    // alone, with its own cause. Only a Success beside it would disagree.
-    auto alone = [](const rank_conclusion& c) {
-      return c.state == "Failed" && c.why.find("no decode rank asked for it") != std::string::npos;
-    };
-    auto ref = std::find_if(cs.begin(), cs.end(), [&](auto& c) { return !alone(c); });
-    if (ref == cs.end())
-      continue;
-    for (auto& c : cs)
-      if (alone(c) ? ref->state != "Failed" : (c.state != ref->state || c.why != ref->why))
-        out.push_back("room " + std::to_string(room) + ": " + c.rank + " " + c.state + " " + c.why +
-                      " / " + ref->rank + " " + ref->state + " " + ref->why);
-  }
+  for (auto room : struck())
+    add_disagreements(room, rooms.at(room), out);
+  return out;
+}
+
+std::vector<std::string> failover_result::disagreements_in_every_room() const {
+  std::vector<std::string> out;
+  for (auto& [room, cs] : rooms)
+    add_disagreements(room, cs, out);
   return out;
 }
 

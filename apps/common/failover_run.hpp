@@ -81,11 +81,18 @@ struct failover_result {
   /// a prefill rank that concluded alone (no decode rank reached it for the
   /// room) only has to conclude Failed.
   std::vector<std::string> disagreements() const;
+  /// The same check over every room of the run, struck or not.
+  std::vector<std::string> disagreements_in_every_room() const;
   /// Rooms that every one of `ranks` ranks concluded Success, among those
   /// opened after `after_ns`.
   uint32_t successes_after(int64_t after_ns, size_t ranks) const;
 };
 
 failover_result run_failover(const failover_options& o);
+
+/// A prefill rank that no decode rank reached for the room (it opened as the
+/// rank was killed, or the instance was cut off first): it has no decider to
+/// hear from and concludes Failed alone, with its own cause.
+bool concluded_alone(const rank_conclusion& c);
 
 }  // namespace kvferry::apps

@@ -61,34 +61,12 @@ std::vector<generation_change> generation_changes(const std::vector<std::string>
   return got;
 }
 
-/// A prefill rank that no decode rank asked for the room concludes alone.
-bool alone(const rank_conclusion& c) {
-  return c.state == "Failed" && c.why.find("no decode rank asked for it") != std::string::npos;
-}
-
 /// Every output, cut short, for a failing check's message.
 std::string outputs_of(const failover_result& r) {
   std::string s;
   for (auto& out : r.outputs)
     s += out.substr(0, 6000) + "\n----\n";
   return s;
-}
-
-/// Rooms whose ranks concluded differently, over the whole run: a rank
-/// against the others of the room (one that concluded alone only has to
-/// conclude Failed).
-std::vector<std::string> disagreements(const failover_result& r) {
-  std::vector<std::string> out;
-  for (auto& [room, cs] : r.rooms) {
-    auto ref = std::find_if(cs.begin(), cs.end(), [](auto& c) { return !alone(c); });
-    if (ref == cs.end())
-      continue;
-    for (auto& c : cs)
-      if (alone(c) ? ref->state != "Failed" : (c.state != ref->state || c.why != ref->why))
-        out.push_back("room " + std::to_string(room) + ": " + c.rank + " " + c.state + " " + c.why +
-                      " / " + ref->rank + " " + ref->state + " " + ref->why);
-  }
-  return out;
 }
 
 /// What the two surviving ranks concluded of the rooms that were live at the
@@ -114,7 +92,7 @@ struck_rooms struck_of(const failover_result& r, const std::string& survivor) {
       s.odd.push_back(name + std::to_string(cs.size()) + " conclusions, not " + survivor + "'s 2");
       continue;
     }
-    if (all([](auto& c) { return c.state == "Success"; }) || all(alone))
+    if (all([](auto& c) { return c.state == "Success"; }) || all(concluded_alone))
       continue;
     if (!all([&](auto& c) { return c.state == "Failed" && c.why == cs.front().why; })) {
       s.odd.push_back(name + cs[0].rank + " " + cs[0].state + " " + cs[0].why + " / " + cs[1].rank +
@@ -188,7 +166,7 @@ void check_restart(const failover_result& r, const std::string& survivor,
   CHECK(s.odd.empty());
   CHECK(s.failed > 0u);
   CHECK(s.causes.size() == 1u);
-  auto disagree = disagreements(r);
+  auto disagree = r.disagreements_in_every_room();
   CAPTURE(disagree);
   CHECK(disagree.empty());
 
