@@ -459,20 +459,25 @@ bool serves(const decode_rank_state::prefill_peer& peer, const rank_ref& rank) {
                      [&](const participant& p) { return p.rank == rank; });
 }
 
-/// A prefill rank of an instance this rank receives from is gone: the rooms
-/// of that instance fail here with `why`, and later rooms look the instance
-/// up again (it may have restarted, and every rank must name the new one).
+/// Forgets the prefill instance at `p`: its live rooms here fail with `why`,
+/// and later rooms look it up again (it may have restarted, and every rank
+/// must name the new one).
+void drop_peer(self_ptr self, decltype(decode_rank_state::peers)::iterator p, const failure& why) {
+  for_rooms_of(self, p->first, [&](decode_room& room) { report(self, room, why); });
+  for (auto& [rank, handle] : p->second.handles)
+    self->demonitor(handle.address());
+  self->state.peers.erase(p);
+}
+
+/// A prefill rank of an instance this rank receives from is gone: the
+/// instance is dropped (drop_peer).
 void drop_instance_of(self_ptr self, const rank_ref& gone, const failure& why) {
   auto& st = self->state;
-  for (auto p = st.peers.begin(); p != st.peers.end(); ++p) {
-    if (!serves(p->second, gone))
-      continue;
-    for_rooms_of(self, p->first, [&](decode_room& room) { report(self, room, why); });
-    for (auto& [rank, handle] : p->second.handles)
-      self->demonitor(handle.address());
-    st.peers.erase(p);
-    return;
-  }
+  for (auto p = st.peers.begin(); p != st.peers.end(); ++p)
+    if (serves(p->second, gone)) {
+      drop_peer(self, p, why);
+      return;
+    }
 }
 
 /// A prefill rank went down: its down_msg here, or its bootstrap's rank_left.
@@ -544,10 +549,7 @@ void forget_cut_off_source(self_ptr self, const decode_room& room, const failure
       "{} {}: contact with the prefill instance at {} may be lost: it is looked up again "
       "for the next rooms",
       who(self), to_string(room.key()), p->first);
-  for_rooms_of(self, p->first, [&](decode_room& other) { report(self, other, why); });
-  for (auto& [rank, handle] : p->second.handles)
-    self->demonitor(handle.address());
-  st.peers.erase(p);
+  drop_peer(self, p, why);
 }
 
 /// An exception escaped a handler: every live room of this rank fails with
