@@ -47,6 +47,16 @@ std::string states(const std::map<std::string, uint32_t>& m) {
   return out.empty() ? "none" : out;
 }
 
+/// "restarts 2 (last: killed by signal 9), generation 1733051234000000000".
+std::string supervision(const rank_health& r) {
+  std::string out = "restarts " + std::to_string(r.restarts);
+  if (!r.last_exit.empty())
+    out += " (last: " + r.last_exit + (r.given_up ? "; not restarted" : "") + ")";
+  out += ", generation ";
+  out += r.last.generation != 0 ? std::to_string(r.last.generation) : "- (none issued yet)";
+  return out;
+}
+
 }  // namespace
 
 std::set<std::string> peers_of(const cluster_spec& c, const std::string& node) {
@@ -146,6 +156,7 @@ void print(std::ostream& out, const cluster_spec& c, const cluster_view& v) {
           << r.last.pid << "  " << r.last.endpoint;
       if (!r.up)
         out << "  (" << r.down_reason << ")";
+      out << "\n      " << supervision(r);
       if (r.last.rooms > 0)
         out << "\n      rooms: " << r.last.success << "/" << r.last.rooms << " Success, "
             << r.last.failed << " Failed, in flight: " << states(r.last.in_flight)

@@ -5,7 +5,8 @@
 //                                                   (a readiness probe: exit 0 when healthy)
 //
 // Instances, ranks and their health (a rank whose actor or process went away
-// reads DOWN with the reason), rooms by state, the latest failures with their
+// reads DOWN with the reason), each rank's restarts (with the last exit
+// reason of its process) and generation, rooms by state, the latest failures with their
 // causes, and each prefill instance's registered ranks. Exit code: 0 healthy,
 // 1 unhealthy or unreachable, 2 a bad file or command line.
 #include <iostream>

@@ -271,16 +271,55 @@ std::optional<process_mode> read_processes(reader& r, const toml::table& t,
   return m;
 }
 
+/// The restart keys of `t` over `p` (the file's policy for a [[node]]).
+void read_restart(reader& r, const toml::table& t, std::string_view where, restart_policy& p) {
+  std::string text;
+  if (r.text(t, where, "restart", text, false)) {
+    if (auto m = parse_restart_mode(text))
+      p.mode = *m;
+    else
+      r.fail(reader::line_of(*t.get("restart")),
+             "restart = " + quoted(text) + " in " + std::string{where} +
+                 " is not a restart policy; expected \"never\" or \"on-failure\" (start a "
+                 "process that died abnormally again)");
+  }
+  bool backoff = r.duration(t, where, "restart_backoff", p.backoff);
+  bool backoff_max = r.duration(t, where, "restart_backoff_max", p.backoff_max);
+  r.integer(t, where, "restart_limit", p.limit, false, 1, 100000);
+  if (p.backoff_max >= p.backoff)
+    return;
+  // Name the key of this table that makes the pair wrong.
+  auto value = [&](std::string_view key) {
+    std::string v;
+    r.text(t, where, key, v, false);
+    return quoted(v);
+  };
+  if (backoff_max)
+    r.fail(reader::line_of(*t.get("restart_backoff_max")),
+           "restart_backoff_max = " + value("restart_backoff_max") + " in " + std::string{where} +
+               " is below restart_backoff (" + format_duration(p.backoff) +
+               "); expected a maximum at least as long as the first delay");
+  else if (backoff)
+    r.fail(reader::line_of(*t.get("restart_backoff")),
+           "restart_backoff = " + value("restart_backoff") + " in " + std::string{where} +
+               " is above restart_backoff_max (" + format_duration(p.backoff_max) +
+               "); expected a first delay no longer than the maximum");
+}
+
 void read_nodes(reader& r, const toml::table& root, cluster_spec& c) {
   std::map<std::string, uint32_t> seen;
   for (auto* t : r.tables(root, "node")) {
-    r.only(*t, "[[node]]", {"name", "host", "status_port", "processes"});
+    r.only(*t, "[[node]]",
+           {"name", "host", "status_port", "processes", "restart", "restart_backoff",
+            "restart_backoff_max", "restart_limit"});
     node_spec n;
     n.line = reader::line_of(*t);
     bool ok = r.text(*t, "[[node]]", "name", n.name, true);
     ok &= r.text(*t, "[[node]]", "host", n.host, true);
     r.integer(*t, "[[node]]", "status_port", n.status_port, false, 0, 65535, &n.status_port_line);
     n.processes = read_processes(r, *t, "[[node]]");
+    n.restart = c.restart;
+    read_restart(r, *t, "[[node]]", n.restart);
     if (!ok)
       continue;
     if (auto [it, fresh] = seen.emplace(n.name, n.line); !fresh) {
@@ -557,6 +596,57 @@ std::optional<process_mode> parse_process_mode(std::string_view text) {
   return std::nullopt;
 }
 
+std::chrono::nanoseconds restart_policy::delay(uint32_t n) const {
+  auto d = backoff;
+  for (uint32_t k = 1; k < n && d < backoff_max; ++k)
+    d *= 2;
+  return std::min(d, backoff_max);
+}
+
+const char* to_string(restart_mode m) {
+  return m == restart_mode::never ? "never" : "on-failure";
+}
+
+std::optional<restart_mode> parse_restart_mode(std::string_view text) {
+  if (text == "never")
+    return restart_mode::never;
+  if (text == "on-failure")
+    return restart_mode::on_failure;
+  return std::nullopt;
+}
+
+std::string to_string(const restart_policy& p) {
+  if (!p.on())
+    return "never";
+  return std::string{"on-failure, "} + format_duration(p.backoff) + " doubling up to " +
+         format_duration(p.backoff_max) + ", at most " + std::to_string(p.limit) +
+         (p.limit == 1 ? " restart" : " restarts");
+}
+
+std::string format_duration(std::chrono::nanoseconds d) {
+  struct unit {
+    int64_t ns;
+    const char* name;
+  };
+  // The largest unit the value has at least one of; up to 3 decimals, trimmed.
+  for (auto u : {unit{60'000'000'000, "min"}, unit{1'000'000'000, "s"}, unit{1'000'000, "ms"},
+                 unit{1'000, "us"}}) {
+    if (d.count() < u.ns)
+      continue;
+    auto whole = d.count() / u.ns;
+    auto frac = (d.count() % u.ns) * 1000 / u.ns;  // thousandths
+    std::string out = std::to_string(whole);
+    if (frac != 0) {
+      auto digits = std::to_string(frac);
+      digits = std::string(3 - digits.size(), '0') + digits;
+      digits.erase(digits.find_last_not_of('0') + 1);
+      out += "." + digits;
+    }
+    return out + u.name;
+  }
+  return std::to_string(d.count()) + "ns";
+}
+
 std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text) {
   size_t i = 0;
   while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.'))
@@ -601,12 +691,13 @@ cluster_parse parse_cluster(std::string_view text, const std::string& file) {
   }
   reader r{file, out.errors};
   r.only(root, "the file",
-         {"transport", "processes", "deadlines", "heartbeat", "staging", "workload", "node",
-          "instance"});
+         {"transport", "processes", "restart", "restart_backoff", "restart_backoff_max",
+          "restart_limit", "deadlines", "heartbeat", "staging", "workload", "node", "instance"});
   cluster_spec c;
   c.file = file;
   if (auto m = read_processes(r, root, "the file"))
     c.processes = *m;
+  read_restart(r, root, "the file", c.restart);
   if (auto* n = root.get("transport")) {
     r.text(root, "the file", "transport", c.transport, false);
     auto names = transport::backend_names();

@@ -23,6 +23,28 @@ namespace kvferry::launch {
 /// kvferry-launch and killed with it.
 enum class process_mode { per_node, per_rank };
 
+/// What the launcher does when a process it started dies abnormally (killed
+/// by a signal, or a non-zero exit before its workload finished): nothing
+/// (never), or start it again with the same command line (on-failure) after
+/// a delay that doubles with each consecutive restart, at most `limit` times
+/// per process. Keys restart, restart_backoff, restart_backoff_max and
+/// restart_limit, at the top of the file and in each [[node]].
+enum class restart_mode { never, on_failure };
+
+struct restart_policy {
+  restart_mode mode = restart_mode::never;
+  std::chrono::nanoseconds backoff{std::chrono::milliseconds{200}};  ///< before the first restart
+  std::chrono::nanoseconds backoff_max{std::chrono::seconds{5}};     ///< the doubling stops here
+  uint32_t limit = 10;  ///< restarts per rank (per-rank children) or node (--local)
+
+  bool on() const { return mode == restart_mode::on_failure; }
+  /// The delay before the `n`-th consecutive restart (1-based): backoff,
+  /// doubled n - 1 times, at most backoff_max.
+  std::chrono::nanoseconds delay(uint32_t n) const;
+
+  friend bool operator==(const restart_policy&, const restart_policy&) = default;
+};
+
 /// A machine of the cluster: one kvferry-launch process runs there.
 struct node_spec {
   std::string name;
@@ -31,6 +53,9 @@ struct node_spec {
   /// port (kvferry-ctl cannot find it then).
   uint16_t status_port = 0;
   std::optional<process_mode> processes;  ///< overrides the file's
+  /// The file's restart policy with this node's own keys over it: for the
+  /// node's per-rank children, and for the node's process under --local.
+  restart_policy restart;
   uint32_t line = 0;
   uint32_t status_port_line = 0;
 };
@@ -84,6 +109,7 @@ struct cluster_spec {
   /// peer on this host and network namespace, tcp otherwise.
   std::string transport = "auto";
   process_mode processes = process_mode::per_node;
+  restart_policy restart;   ///< the top-level keys (each node has its own, see node_spec)
   deadlines limits;         ///< [deadlines] and [heartbeat]
   staging_options staging;  ///< [staging]: enabled, ring_mib, gather_mib
   std::vector<node_spec> nodes;
@@ -124,7 +150,17 @@ const char* to_string(instance_role r);
 const char* to_string(process_mode m);
 std::optional<process_mode> parse_process_mode(std::string_view text);
 
-/// Parses a duration such as "200ms", "20s", "5m", "500us" (nullopt if not one).
+/// "never" or "on-failure".
+const char* to_string(restart_mode m);
+std::optional<restart_mode> parse_restart_mode(std::string_view text);
+
+/// "never" or "on-failure, 200ms doubling up to 5s, at most 10 restarts".
+std::string to_string(const restart_policy& p);
+
+/// Parses a duration such as "200ms", "20s", "5min", "500us" (nullopt if not one).
 std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text);
+
+/// A duration as the file writes it: "200ms", "1.6s", "5s", "2min", "750us".
+std::string format_duration(std::chrono::nanoseconds d);
 
 }  // namespace kvferry::launch

@@ -9,6 +9,12 @@
 // --processes=per-rank|per-node overrides the file's choice: one child process
 // per rank (killed with its node's process), or every rank in the node's.
 //
+// A node's restart policy (the file's restart keys) applies to its per-rank
+// children, restarted by the node's process, and under --local to the node's
+// own process, restarted by this one: a process that dies abnormally starts
+// again with the same command line after the backoff, at most restart_limit
+// times (apps/launch/supervision.hpp).
+//
 // Errors in the file are refused before anything starts, one line each:
 // "FILE:LINE: reason". The exit code is 0 when every node succeeded, 1 when a
 // node or a room failed, 2 for a bad file or command line.
@@ -22,7 +28,9 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -32,6 +40,7 @@
 #include "apps/common/child_process.hpp"
 #include "apps/launch/cluster_file.hpp"
 #include "apps/launch/node_runner.hpp"
+#include "apps/launch/supervision.hpp"
 
 namespace {
 
@@ -55,11 +64,12 @@ struct launch_config : kvferry::config {
   int32_t parent_pid = 0;
 
   launch_config() {
-    // Per-rank processes learn of each other through third processes (a
-    // decider hears of prefill ranks from decode ranks in other processes):
-    // let the middleman connect them directly, or messages take routes
-    // through nodes that CAF 0.17 does not relay reliably.
-    set("middleman.enable-automatic-connections", true);
+    // No automatic connections: two processes that learn of each other
+    // through a third connect to each other at once, and CAF 0.17 then closes
+    // both connections (every actor across them reads down). Connections are
+    // explicit and one-way instead: a prefill rank process never connects to
+    // a decode process; decode ranks and deciders connect to the prefill
+    // ranks' published actors (rank_registration::control, reach_peers).
     opt_group{custom_options_, "global"}
         .add(cluster, "cluster", "the cluster file (TOML), see deploy/clusters/")
         .add(node, "node", "run the node of this name")
@@ -98,9 +108,10 @@ void print_summary(const cluster_spec& c) {
     std::cout << "  node " << n.name << " on " << n.host << ": " << to_string(c.processes_of(n))
               << " processes, status port ";
     if (n.status_port != 0)
-      std::cout << n.status_port << "\n";
+      std::cout << n.status_port;
     else
-      std::cout << "any free one (kvferry-ctl cannot find it)\n";
+      std::cout << "any free one (kvferry-ctl cannot find it)";
+    std::cout << ", restart " << to_string(n.restart) << "\n";
   }
   for (auto& i : c.instances) {
     std::cout << "  " << i.name << ": " << to_string(i.role) << " TP " << i.tp << " x PP " << i.pp
@@ -135,14 +146,33 @@ void print_output(const std::string& node, const std::string& text) {
   }
 }
 
+int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 /// --local: one child per node, the nodes that host a prefill instance first
-/// (each until its bootstraps listen), then the others.
+/// (each until its bootstraps listen), then the others. A node whose process
+/// dies abnormally is started again by its restart policy until the timeout.
 int run_local(const launch_config& cfg, const cluster_spec& c) {
   auto exe = self_path();
   struct child {
-    std::string node;
+    const node_spec* node;
+    std::vector<std::string> argv;
     std::unique_ptr<apps::child_process> proc;
+    size_t printed = 0;
+    bool done = false;
     int rc = -1;
+    restart_tracker restarts;
+    std::optional<std::chrono::steady_clock::time_point> restart_at;
+
+    void spawn() {
+      proc = std::make_unique<apps::child_process>(argv);
+      printed = 0;
+      restarts.started = std::chrono::steady_clock::now();
+      restart_at.reset();
+    }
   };
   std::vector<child> children;
   auto hosts_prefill = [&](const node_spec& n) {
@@ -151,7 +181,13 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
         return true;
     return false;
   };
+  auto mode_of = [&](const node_spec& n) {
+    auto m = parse_process_mode(cfg.processes);
+    return m ? *m : c.processes_of(n);
+  };
+  bool paced = c.workload && c.workload->requests_per_second > 0;
   bool failed = false;
+  children.reserve(c.nodes.size());
   for (bool first : {true, false})
     for (auto& n : c.nodes) {
       if (failed || hosts_prefill(n) != first)
@@ -165,14 +201,29 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
       // A paced workload counts from each node's own start unless given one
       // clock origin: nodes start one after another here, and with a shared
       // origin the later ones would skip the rooms whose time has passed.
-      if (cfg.epoch_ns != 0)
-        argv.push_back("--epoch-ns=" + std::to_string(cfg.epoch_ns));
+      // Under an on-failure policy each node still gets an origin of its own,
+      // but fixed here, ahead of its start by the time it takes to come up
+      // (supervision.hpp), so that a restart of it takes the same origin and
+      // skips the rooms whose time passed while it was down.
+      auto epoch = cfg.epoch_ns;
+      if (epoch == 0 && paced && n.restart.on()) {
+        size_t processes = 1;
+        if (mode_of(n) == process_mode::per_rank)
+          for (auto& i : c.instances)
+            processes += i.node == n.name ? i.tp * i.pp : 0;
+        epoch = wall_ns() + origin_lead(processes).count();
+      }
+      if (epoch != 0)
+        argv.push_back("--epoch-ns=" + std::to_string(epoch));
       if (!cfg.processes.empty())
         argv.push_back("--processes=" + cfg.processes);
       if (cfg.print_conclusions)
         argv.push_back("--print-conclusions");
-      children.push_back({n.name, std::make_unique<apps::child_process>(argv)});
-      auto& ch = children.back();
+      auto& ch = children.emplace_back();
+      ch.node = &n;
+      ch.argv = std::move(argv);
+      ch.restarts.policy = n.restart;
+      ch.spawn();
       for (auto& i : c.instances) {
         if (i.node != n.name || i.role != instance_role::prefill)
           continue;
@@ -187,45 +238,73 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
         }
       }
     }
-  // Stream what the nodes print, line by line, until each has exited (or the
-  // timeout: then wait() kills it).
+  // Stream what the nodes print, line by line, until each has exited for
+  // good (or the timeout: then wait() kills it), restarting those that crash.
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds{cfg.local_timeout_s};
-  std::vector<size_t> printed(children.size(), 0);
-  std::vector<bool> done(children.size(), false);
-  auto flush = [&](size_t k, bool all) {
-    auto& text = children[k].proc->output();
+  auto flush = [&](child& ch, bool all) {
+    auto& text = ch.proc->output();
     auto end = all ? text.size() : text.rfind('\n') + 1;
     if (text.rfind('\n') == std::string::npos && !all)
       return;
-    if (end > printed[k])
-      print_output(children[k].node, text.substr(printed[k], end - printed[k]));
-    printed[k] = std::max(printed[k], end);
+    if (end > ch.printed)
+      print_output(ch.node->name, text.substr(ch.printed, end - ch.printed));
+    ch.printed = std::max(ch.printed, end);
   };
   for (size_t left = children.size(); left > 0;) {
     bool late = std::chrono::steady_clock::now() >= until;
-    for (size_t k = 0; k < children.size(); ++k) {
-      if (done[k])
+    bool waited = false;
+    for (auto& ch : children) {
+      if (ch.done)
         continue;
-      auto& ch = children[k];
+      if (ch.restart_at) {
+        if (late) {  // its restart is not due before the timeout: it stays down
+          ch.rc = -1;
+          ch.done = true;
+          --left;
+        } else if (std::chrono::steady_clock::now() >= *ch.restart_at) {
+          ch.spawn();
+        }
+        continue;
+      }
       ch.proc->wait_for_line([](const std::string&) { return false; },
                              std::chrono::milliseconds{20});
-      flush(k, false);
-      if (late || ch.proc->exited()) {
-        ch.rc = ch.proc->wait(late ? std::chrono::milliseconds{0} : std::chrono::seconds{10});
-        flush(k, true);
-        done[k] = true;
-        --left;
+      waited = true;
+      flush(ch, false);
+      if (!late && !ch.proc->exited())
+        continue;
+      ch.rc = ch.proc->wait(late ? std::chrono::milliseconds{0} : std::chrono::seconds{10});
+      flush(ch, true);
+      bool finished =
+          ch.proc->output().find(done_line("node " + ch.node->name)) != std::string::npos;
+      auto delay = !late && crashed(ch.rc, finished) ? ch.restarts.next() : std::nullopt;
+      if (delay) {
+        std::cout << "kvferry-launch: node " << ch.node->name << " exited (" << exit_reason(ch.rc)
+                  << "); " << ch.restarts.what(*delay) << std::endl;
+        ch.restart_at = std::chrono::steady_clock::now() + *delay;
+        continue;
       }
+      if (!late && crashed(ch.rc, finished) && ch.restarts.policy.on())
+        std::cout << "kvferry-launch: node " << ch.node->name << " exited (" << exit_reason(ch.rc)
+                  << "); not restarted: restart_limit " << ch.restarts.policy.limit << " reached"
+                  << std::endl;
+      ch.done = true;
+      --left;
     }
+    if (!waited && left > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
   }
   int bad = 0;
   std::cout << "kvferry-launch: ";
   for (auto& ch : children) {
-    std::cout << "node " << ch.node << " "
+    std::cout << "node " << ch.node->name << " "
               << (ch.rc == 0  ? "ok"
                   : ch.rc < 0 ? "killed (timeout)"
                               : "failed")
-              << " (exit " << ch.rc << "), ";
+              << " (exit " << ch.rc;
+    if (ch.restarts.restarts > 0)
+      std::cout << ", " << ch.restarts.restarts
+                << (ch.restarts.restarts == 1 ? " restart" : " restarts");
+    std::cout << "), ";
     bad += ch.rc != 0;
   }
   if (failed)
@@ -296,6 +375,8 @@ int main(int argc, char** argv) {
       return 1;
   }
   set_log_level(cfg.log_level);
+  if (!c.workload)
+    block_stop_signals();  // before the actor system's threads: a serving node takes them
   opts.print_conclusions = cfg.print_conclusions;
   opts.epoch_ns = cfg.epoch_ns;
   opts.rank = cfg.rank;

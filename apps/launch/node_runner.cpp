@@ -26,6 +26,7 @@
 #include "apps/common/hosted_ranks.hpp"
 #include "apps/common/scheduler_driver.hpp"
 #include "apps/launch/status_actor.hpp"
+#include "apps/launch/supervision.hpp"
 #include "messages/type_ids.hpp"
 
 namespace kvferry::launch {
@@ -84,7 +85,8 @@ bool start_coordinator(caf::actor_system& sys, const cluster_spec& c, const node
                        bool per_rank, running_instance& inst, printer& p, std::ostream& err) {
   auto& s = *inst.spec;
   if (s.role == instance_role::prefill) {
-    inst.boot = sys.spawn(bootstrap, s.name, fresh_generation());
+    inst.boot = sys.spawn(bootstrap_at, s.name, fresh_generation(),
+                          node.host + ":" + std::to_string(s.bootstrap_port));
     auto port = sys.middleman().publish(inst.boot, s.bootstrap_port, node.host.c_str(), true);
     if (!port) {
       err << at(c, s.bootstrap_port_line) << "bootstrap_port = " << s.bootstrap_port
@@ -182,23 +184,23 @@ bool wait_reachable(const std::string& host, uint16_t port, std::chrono::nanosec
   return false;
 }
 
-/// Blocks SIGINT and SIGTERM in this thread and the threads it starts (CAF's),
-/// so that wait_for_signal() takes them.
-void block_signals() {
+/// Waits up to `timeout` for SIGINT or SIGTERM (blocked by block_stop_signals());
+/// true when one came.
+bool took_signal(std::chrono::milliseconds timeout) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  timespec ts{static_cast<time_t>(timeout.count() / 1000),
+              static_cast<long>(timeout.count() % 1000) * 1'000'000};
+  return sigtimedwait(&set, nullptr, &ts) > 0;
 }
 
-void wait_for_signal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  int sig = 0;
-  sigwait(&set, &sig);
+/// The incarnation a rank reports (rank_report::generation): its instance's
+/// generation as the runtime knows it. The one place to read a per-rank
+/// generation from once the runtime has one.
+uint64_t generation_of(const runtime& rt) {
+  return rt.rank().instance_generation;
 }
 
 /// One report per hosted rank of `inst`, sent to the node's status actor.
@@ -220,6 +222,7 @@ void report_to(const status_actor& status, const running_instance& inst, const a
                     : caf::actor_cast<caf::strong_actor_ptr>(rt.decode());
     rep.rooms = rooms;
     rep.finished = finished;
+    rep.generation = generation_of(rt);
     if (r) {
       rep.success = r->success;
       rep.failed = r->failed;
@@ -293,13 +296,18 @@ void drive(const cluster_spec& c, const node_options& opts, int64_t epoch, runni
   p.line(text);
 }
 
-/// A per-rank child of this node process.
+/// A per-rank child of this node process, and how to start it again.
 struct rank_child {
   std::string name;  // INSTANCE/INDEX
+  std::string instance;
+  uint32_t index = 0;
+  std::vector<std::string> argv;
   std::unique_ptr<apps::child_process> proc;
   size_t printed = 0;
   bool done = false;
   int rc = -1;
+  restart_tracker restarts;
+  std::optional<clock_type::time_point> restart_at;  // a restart is due then
 };
 
 /// Prints what the child printed since last time, each line prefixed.
@@ -317,8 +325,17 @@ void relay(rank_child& ch, printer& p, bool all) {
   ch.printed = std::max(ch.printed, end);
 }
 
+/// (Re)starts the process of `ch` with its argv.
+void spawn(rank_child& ch) {
+  ch.proc = std::make_unique<apps::child_process>(ch.argv);
+  ch.printed = 0;
+  ch.restarts.started = clock_type::now();
+  ch.restart_at.reset();
+}
+
 /// Starts one child per rank of `inst`; false (children so far kept) when
-/// one did not come up.
+/// one did not come up. A child that does not come up the first time is not
+/// restarted: the node fails, as a node whose ranks do not start does.
 bool start_children(const cluster_spec& c, const node_spec& node, const node_options& opts,
                     uint16_t status_port, int64_t epoch, running_instance& inst,
                     std::vector<rank_child>& out, printer& p, std::ostream& err) {
@@ -339,8 +356,13 @@ bool start_children(const cluster_spec& c, const node_spec& node, const node_opt
       argv.push_back("--decider-port=" + std::to_string(inst.decider_port));
     if (opts.print_conclusions)
       argv.push_back("--print-conclusions");
-    out.push_back({name, std::make_unique<apps::child_process>(argv)});
-    auto& ch = out.back();
+    auto& ch = out.emplace_back();
+    ch.name = name;
+    ch.instance = s.name;
+    ch.index = k;
+    ch.argv = std::move(argv);
+    ch.restarts.policy = node.restart;
+    spawn(ch);
     auto want = "rank " + name + " up";
     auto up = ch.proc->wait_for_line(
         [&](const std::string& l) { return l.find(want) != std::string::npos; },
@@ -351,37 +373,100 @@ bool start_children(const cluster_spec& c, const node_spec& node, const node_opt
       relay(ch, p, true);
       ch.done = true;
       err << at(c, s.line) << "rank " << name << " of node \"" << node.name
-          << "\" did not come up (exit " << ch.rc << ")\n";
+          << "\" did not come up (" << exit_reason(ch.rc) << ")\n";
       return false;
     }
   }
   return true;
 }
 
-/// Relays the children's output until each has exited; the OR of their codes.
-int wait_children(std::vector<rank_child>& children, printer& p) {
-  int rc = 0;
-  for (size_t left = children.size(); left > 0;) {
-    left = 0;
+/// A child has exited: restarts it by the node's policy when it crashed
+/// (supervision.hpp says how a crash is told from a finished workload), or
+/// counts it as done. Tells the node's status actor about every abnormal exit.
+void child_exited(rank_child& ch, const status_actor& status, printer& p) {
+  ch.rc = ch.proc->wait(std::chrono::seconds{10});
+  relay(ch, p, true);
+  bool finished = ch.proc->output().find(done_line("rank " + ch.name)) != std::string::npos;
+  auto reason = exit_reason(ch.rc);
+  auto delay = crashed(ch.rc, finished) ? ch.restarts.next() : std::nullopt;
+  if (delay) {
+    p.line("rank " + ch.name + " exited (" + reason + "); " + ch.restarts.what(*delay));
+    ch.restart_at = clock_type::now() + *delay;
+  } else {
+    ch.done = true;
+    if (crashed(ch.rc, finished) && ch.restarts.policy.on())
+      p.line("rank " + ch.name + " exited (" + reason + "); not restarted: restart_limit " +
+             std::to_string(ch.restarts.policy.limit) + " reached");
+    else
+      p.line("rank " + ch.name + " exited with " + std::to_string(ch.rc));
+  }
+  // Abnormal: a signal, or a non-zero exit before the workload finished (1
+  // after it is a result: some rooms failed, and the report says which).
+  bool abnormal = ch.rc > 128 || ch.rc < 0 || (ch.rc != 0 && !finished);
+  if (status && abnormal)
+    caf::anon_send(status, rank_exit{ch.instance, ch.index, ch.proc->pid(), reason,
+                                     ch.restarts.restarts, delay.has_value()});
+}
+
+/// Relays the children's output and restarts those that crash, until each
+/// has exited for good (with a workload; the OR of their codes) or until
+/// SIGINT or SIGTERM (`serving`, no workload; 0). Always ends: a child is
+/// restarted at most restart_limit times, then counts as failed.
+int supervise_children(std::vector<rank_child>& children, bool serving, const status_actor& status,
+                       printer& p) {
+  for (;;) {
+    size_t left = 0;
+    bool waited = false;
     for (auto& ch : children) {
       if (ch.done)
         continue;
+      ++left;
+      if (ch.restart_at) {
+        if (clock_type::now() >= *ch.restart_at)
+          spawn(ch);
+        continue;
+      }
       ch.proc->wait_for_line([](const std::string&) { return false; },
                              std::chrono::milliseconds{20});
+      waited = true;
       relay(ch, p, false);
-      if (ch.proc->exited()) {
-        ch.rc = ch.proc->wait(std::chrono::seconds{10});
-        relay(ch, p, true);
-        ch.done = true;
-        p.line("rank " + ch.name + " exited with " + std::to_string(ch.rc));
-      } else {
-        ++left;
-      }
+      if (ch.proc->exited())
+        child_exited(ch, status, p);
+    }
+    if (serving) {
+      if (took_signal(std::chrono::milliseconds{waited ? 0 : 20}))
+        return 0;
+    } else if (left == 0) {
+      break;
+    } else if (!waited) {
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
     }
   }
+  int rc = 0;
   for (auto& ch : children)
     rc |= ch.rc == 0 ? 0 : 1;
   return rc;
+}
+
+/// Serves the ranks of `insts` until SIGINT or SIGTERM; reports an
+/// instance's ranks again when their generation changed (it may be issued
+/// after they started).
+void serve(const std::vector<const running_instance*>& insts, const status_actor& status) {
+  auto generations = [](const running_instance& inst) {
+    std::vector<uint64_t> out;
+    for (auto& r : inst.hosted.ranks)
+      out.push_back(generation_of(*r));
+    return out;
+  };
+  std::vector<std::vector<uint64_t>> seen;
+  for (auto* i : insts)
+    seen.push_back(generations(*i));
+  while (!took_signal(std::chrono::seconds{1}))
+    for (size_t k = 0; k < insts.size(); ++k)
+      if (auto now = generations(*insts[k]); now != seen[k]) {
+        seen[k] = std::move(now);
+        report_to(status, *insts[k], nullptr, 0, false);
+      }
 }
 
 /// A per-rank child: hosts rank opts.rank of its instance, reports to the
@@ -399,7 +484,7 @@ int run_rank_child(caf::actor_system& sys, const cluster_spec& c, const node_spe
   inst.spec = s;
   inst.indices = {static_cast<uint32_t>(std::stoul(opts.rank.substr(slash + 1)))};
   if (!c.workload)
-    block_signals();
+    block_stop_signals();  // main() did it before CAF's threads; again does no harm
   status_actor status;
   if (opts.parent_status_port != 0) {
     auto found = sys.middleman().remote_actor<status_actor>(node.host, opts.parent_status_port);
@@ -419,8 +504,11 @@ int run_rank_child(caf::actor_system& sys, const cluster_spec& c, const node_spe
     if (c.workload) {
       drive(c, opts, opts.epoch_ns, inst, status, p);
       rc = inst.report->ok() ? 0 : 1;
+      // Tells the node process this exit is the workload's result, not a
+      // crash (supervision.hpp).
+      p.line(done_line("rank " + opts.rank));
     } else {
-      wait_for_signal();
+      serve({&inst}, status);
     }
   } catch (const std::exception& e) {
     err << "kvferry-launch: rank " << opts.rank << ": " << e.what() << "\n";
@@ -431,6 +519,14 @@ int run_rank_child(caf::actor_system& sys, const cluster_spec& c, const node_spe
 }
 
 }  // namespace
+
+void block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
 
 int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& node,
              const node_options& opts, std::ostream& out, std::ostream& err) {
@@ -467,7 +563,7 @@ int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& n
     return 2;
   }
   if (!c.workload)
-    block_signals();           // before CAF's threads could take them
+    block_stop_signals();      // main() did it before CAF's threads; again does no harm
   auto epoch = opts.epoch_ns;  // 0: each driving process counts from its own start
   auto status = sys.spawn(node_status_actor, node, std::string{to_string(mode)}, expected);
   auto status_port = sys.middleman().publish(status, n->status_port, n->host.c_str(), true);
@@ -505,14 +601,29 @@ int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& n
             rc = 1;
           }
         }
+    if (rc == 0 && per_rank && epoch == 0 && n->restart.on() && c.workload &&
+        c.workload->requests_per_second > 0) {
+      // A restarted child must count from the origin of the one it replaces,
+      // and skip the rooms whose time has passed: fix one for all children,
+      // ahead of their starts (supervision.hpp). Without restarts each child
+      // keeps its own, as before.
+      size_t ranks = 0;
+      for (auto& i : insts)
+        ranks += i.spec->tp * i.spec->pp;
+      epoch = wall_ns() + origin_lead(ranks).count();
+    }
     if (rc == 0 && per_rank)
       for (auto& i : insts)
         if (!start_children(c, *n, opts, *status_port, epoch, i, children, p, err)) {
           rc = 1;
           break;
         }
-    if (rc == 0 && per_rank && c.workload) {
-      rc = wait_children(children, p);
+    if (rc == 0 && per_rank) {
+      if (!c.workload)
+        p.line("node " + node + " serving; SIGINT or SIGTERM stops it");
+      rc = supervise_children(children, !c.workload, status, p);
+      if (c.workload)
+        p.line(done_line("node " + node));
     } else if (rc == 0 && c.workload) {
       std::vector<std::thread> drivers;
       for (auto& i : insts)
@@ -521,17 +632,24 @@ int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& n
         d.join();
       for (auto& i : insts)
         rc |= i.report->ok() ? 0 : 1;
+      p.line(done_line("node " + node));  // for --local's supervision (supervision.hpp)
     } else if (rc == 0) {
       p.line("node " + node + " serving; SIGINT or SIGTERM stops it");
-      wait_for_signal();
+      std::vector<const running_instance*> here;
+      for (auto& i : insts)
+        here.push_back(&i);
+      serve(here, status);
     }
   } catch (const std::exception& e) {
     err << "kvferry-launch: node " << node << ": " << e.what() << "\n";
     rc = 1;
   }
+  // Children that run now (not those waiting for a restart: reaped already).
   for (auto& ch : children)
-    if (!ch.done) {
+    if (!ch.done && !ch.restart_at)
       ::kill(ch.proc->pid(), SIGTERM);
+  for (auto& ch : children)
+    if (!ch.done && !ch.restart_at) {
       ch.proc->wait(std::chrono::seconds{10});
       relay(ch, p, true);
     }

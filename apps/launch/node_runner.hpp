@@ -7,6 +7,13 @@
 // the synthetic scheduler (apps/common/scheduler_driver.hpp) drives each
 // instance's share of the rooms, checks every byte, prints progress and a
 // report. kvferry-launch --cluster FILE --node NAME calls run_node().
+//
+// Per-rank children are supervised by the node's restart policy (the cluster
+// file's restart keys): one that dies abnormally is started again with the
+// same command line after the backoff, up to restart_limit times, with a line
+// "rank INSTANCE/INDEX exited (REASON); restart N of LIMIT in DELAY" and a
+// rank_exit to the node's status actor. supervision.hpp says how a crash is
+// told from a finished workload.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +31,9 @@ namespace kvferry::launch {
 struct node_options {
   std::optional<process_mode> processes;  ///< overrides the file's
   bool print_conclusions = false;         ///< one line per rank and room
-  /// Paced workloads: the clock origin every node shares (0: this node's start).
+  /// Paced workloads: the clock origin every node shares (0: this node's
+  /// start; per-rank children under an on-failure policy share one the node
+  /// fixes, so that a restarted child skips the rooms whose time has passed).
   int64_t epoch_ns = 0;
   /// Per-rank children (set by their node process): the rank to host,
   /// "INSTANCE/INDEX", the node's status port and the instance's decider port.
@@ -37,13 +46,21 @@ struct node_options {
   std::string log_level = "warn";
 };
 
+/// Blocks SIGINT and SIGTERM in the calling thread and the threads it starts
+/// afterwards: call it before the actor system starts its threads, so that a
+/// serving node (no workload) takes them in its own loop and stops cleanly.
+void block_stop_signals();
+
 /// Runs node `node` of `c` on `sys` (whose config is a kvferry::config).
 /// With a workload, returns once every room concluded: 0 when every room
-/// succeeded (and, on decode, every byte matched), 1 otherwise. Without one,
-/// serves until SIGINT or SIGTERM and returns 0. Errors at start (a port in
-/// use, a node the file does not name) are printed to `err` with the file's
-/// line, and return 2 (the file) or 1 (the system). Prints "bootstrap of
-/// INSTANCE listening on HOST:PORT" per prefill instance once it is published.
+/// succeeded (and, on decode, every byte matched), 1 otherwise, and prints
+/// "node NAME workload done" (or, in a per-rank child, "rank INSTANCE/INDEX
+/// workload done") just before. Without one, serves until SIGINT or SIGTERM
+/// (blocked with block_stop_signals() before `sys` started) and returns 0.
+/// Errors at start (a port in use, a node the file does not name) are
+/// printed to `err` with the file's line, and return 2 (the file) or 1 (the
+/// system). Prints "bootstrap of INSTANCE listening on HOST:PORT" per prefill
+/// instance once it is published.
 int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& node,
              const node_options& opts, std::ostream& out, std::ostream& err);
 

@@ -20,9 +20,13 @@ status_actor::behavior_type node_status_actor(status_actor::stateful_pointer<sta
     if (i == self->state.watched.end())
       return;
     auto& h = self->state.ranks[i->second];
+    self->state.watched.erase(i);
+    // Late news of an incarnation a newer one replaced, or of one whose
+    // process exit (rank_exit, the better reason) came first: nothing new.
+    if (caf::actor_cast<caf::actor_addr>(h.last.actor) != m.source || !h.up)
+      return;
     h.up = false;
     h.down_reason = m.reason ? self->home_system().render(m.reason) : "exited normally";
-    self->state.watched.erase(i);
   });
   return {
       [self](rank_report& r) {
@@ -37,6 +41,22 @@ status_actor::behavior_type node_status_actor(status_actor::stateful_pointer<sta
           auto addr = caf::actor_cast<caf::actor_addr>(h.last.actor);
           self->state.watched[addr] = key;
           self->monitor(h.last.actor);
+        }
+      },
+      [self](rank_exit& e) {
+        auto& h = self->state.ranks[std::make_pair(e.instance, e.index)];
+        if (h.last.instance.empty()) {  // it died before it reported
+          h.last.instance = e.instance;
+          h.last.index = e.index;
+          h.last.pid = e.pid;
+        }
+        h.restarts = e.restarts;
+        h.last_exit = e.reason;
+        h.given_up = !e.restarting;
+        if (h.last.pid == e.pid) {  // the incarnation it knows of is the one that exited
+          h.up = false;
+          h.down_reason =
+              "process " + e.reason + (e.restarting ? ", restarting" : ", not restarted");
         }
       },
       [self](status_atom) {

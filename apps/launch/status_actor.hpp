@@ -2,7 +2,10 @@
 // on the node's status port. Whoever drives a rank (the node's own process,
 // or a per-rank child) pushes a rank_report for it; the actor monitors each
 // rank actor it hears of, so a rank whose actor or process went away reads
-// down, with the exit reason. kvferry-ctl asks it with status_atom.
+// down, with the exit reason. A per-rank node's process also tells it when a
+// rank's child process exited and whether it restarts it (rank_exit): the
+// rank keeps its restart count and last exit reason across incarnations.
+// kvferry-ctl asks it with status_atom.
 #pragma once
 
 #include <map>

@@ -1,5 +1,7 @@
 // The cluster file parser: the examples of deploy/clusters/ parse, and every
-// error names its line, the offending value and what was expected.
+// error names its line, the offending value and what was expected. The
+// restart policy (top level, and per [[node]]) and supervision.hpp's rules:
+// what is a crash, how restarts back off.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <string>
 
 #include "apps/launch/cluster_file.hpp"
+#include "apps/launch/supervision.hpp"
 
 using namespace kvferry::launch;
 
@@ -368,4 +371,146 @@ TEST_CASE("cluster file: 2P4D routes each room to one decode and one prefill ins
   CHECK(c.decode_of(1)->name == "decode-0");
   CHECK(c.source_of(1)->name == "prefill-0");
   CHECK(c.source_of(5)->name == "prefill-1");  // decode-0's second room
+}
+
+TEST_CASE("cluster file: the restart policy is never unless the file says otherwise", "[launch]") {
+  auto p = parse_cluster(good, "c.toml");
+  REQUIRE(p.cluster);
+  for (auto& n : p.cluster->nodes) {
+    CHECK(n.restart.mode == restart_mode::never);
+    CHECK(n.restart.backoff == std::chrono::milliseconds{200});
+    CHECK(n.restart.backoff_max == std::chrono::seconds{5});
+    CHECK(n.restart.limit == 10);
+    CHECK_FALSE(n.restart.on());
+  }
+  CHECK(to_string(p.cluster->restart) == "never");
+}
+
+TEST_CASE("cluster file: restart keys at the top and in a [[node]] over them", "[launch]") {
+  auto text = with("transport = \"tcp\"\n",
+                   "transport = \"tcp\"\nrestart = \"on-failure\"\nrestart_backoff = \"100ms\"\n"
+                   "restart_limit = 4\n");
+  text = with(
+      "name = \"d\"\n",
+      "name = \"d\"\nrestart = \"never\"\nrestart_backoff_max = \"2s\"\nrestart_limit = 3\n", text);
+  auto p = parse_cluster(text, "c.toml");
+  for (auto& e : p.errors)
+    UNSCOPED_INFO(e);
+  REQUIRE(p.cluster);
+  auto& c = *p.cluster;
+  auto& top = c.find_node("p")->restart;  // the file's policy as it is
+  CHECK(top.mode == restart_mode::on_failure);
+  CHECK(top.backoff == std::chrono::milliseconds{100});
+  CHECK(top.backoff_max == std::chrono::seconds{5});
+  CHECK(top.limit == 4);
+  CHECK(top == c.restart);
+  auto& d = c.find_node("d")->restart;  // its own keys over the file's
+  CHECK(d.mode == restart_mode::never);
+  CHECK(d.backoff == std::chrono::milliseconds{100});
+  CHECK(d.backoff_max == std::chrono::seconds{2});
+  CHECK(d.limit == 3);
+  CHECK(to_string(top) == "on-failure, 100ms doubling up to 5s, at most 4 restarts");
+}
+
+TEST_CASE("cluster file: the restart delay doubles up to its maximum", "[launch]") {
+  restart_policy p;
+  p.mode = restart_mode::on_failure;
+  CHECK(p.delay(1) == std::chrono::milliseconds{200});
+  CHECK(p.delay(2) == std::chrono::milliseconds{400});
+  CHECK(p.delay(4) == std::chrono::milliseconds{1600});
+  CHECK(p.delay(5) == std::chrono::milliseconds{3200});
+  CHECK(p.delay(6) == std::chrono::seconds{5});
+  CHECK(p.delay(1000) == std::chrono::seconds{5});
+  CHECK(format_duration(p.delay(4)) == "1.6s");
+  CHECK(format_duration(std::chrono::milliseconds{200}) == "200ms");
+  CHECK(format_duration(std::chrono::seconds{5}) == "5s");
+  CHECK(format_duration(std::chrono::minutes{2}) == "2min");
+  CHECK(format_duration(std::chrono::microseconds{1500}) == "1.5ms");
+  CHECK(format_duration(std::chrono::nanoseconds{250}) == "250ns");
+  for (auto* d : {"200ms", "1.6s", "5s", "2min", "750us", "1.25s"})
+    CHECK(format_duration(*parse_duration(d)) == d);
+}
+
+TEST_CASE("cluster file: bad restart values are refused with their line", "[launch]") {
+  SECTION("a policy that is not one") {
+    auto text = with("name = \"p\"\n", "name = \"p\"\nrestart = \"always\"\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "always"))));
+    CHECK_THAT(e, Catch::Contains("restart = \"always\" in [[node]] is not a restart policy; "
+                                  "expected \"never\" or \"on-failure\""));
+  }
+  SECTION("a policy that is not a string") {
+    auto text = with("transport = \"tcp\"\n", "transport = \"tcp\"\nrestart = true\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(2)));
+    CHECK_THAT(e, Catch::Contains("restart in the file is a boolean; expected a string"));
+  }
+  SECTION("a backoff that is not a duration") {
+    auto text = with("name = \"d\"\n", "name = \"d\"\nrestart_backoff = \"soon\"\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "soon"))));
+    CHECK_THAT(e, Catch::Contains("restart_backoff = \"soon\" in [[node]] is not a positive "
+                                  "duration"));
+  }
+  SECTION("a limit out of range") {
+    auto text = with("transport = \"tcp\"\n", "transport = \"tcp\"\nrestart_limit = 0\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(2)));
+    CHECK_THAT(e, Catch::Contains("restart_limit = 0 in the file is out of range; expected "
+                                  "1..100000"));
+  }
+  SECTION("a limit that is not an integer") {
+    auto text = with("name = \"p\"\n", "name = \"p\"\nrestart_limit = \"ten\"\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "ten"))));
+    CHECK_THAT(e, Catch::Contains("restart_limit in [[node]] is not an integer"));
+  }
+  SECTION("a maximum below the first delay") {
+    auto text = with("transport = \"tcp\"\n",
+                     "transport = \"tcp\"\nrestart_backoff = \"1s\"\nrestart_backoff_max = "
+                     "\"500ms\"\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "500ms"))));
+    CHECK_THAT(e, Catch::Contains("restart_backoff_max = \"500ms\" in the file is below "
+                                  "restart_backoff (1s)"));
+  }
+  SECTION("a node's first delay above the file's maximum") {
+    auto text = with("name = \"p\"\n", "name = \"p\"\nrestart_backoff = \"10s\"\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "10s"))));
+    CHECK_THAT(e, Catch::Contains("restart_backoff = \"10s\" in [[node]] is above "
+                                  "restart_backoff_max (5s)"));
+  }
+  SECTION("an unknown node key lists the restart keys") {
+    auto e = one_error(with("name = \"p\"\n", "name = \"p\"\nrestarts = 3\n"));
+    CHECK_THAT(e, Catch::Contains("restart, restart_backoff, restart_backoff_max, restart_limit"));
+  }
+}
+
+TEST_CASE("supervision: a crash is told from a finished workload, and restarts back off",
+          "[launch]") {
+  CHECK(exit_reason(128 + 9) == "killed by signal 9");
+  CHECK(exit_reason(3) == "exit code 3");
+  CHECK(crashed(128 + 9, false));
+  CHECK(crashed(1, false));        // before the workload finished: a rank that did not start
+  CHECK_FALSE(crashed(1, true));   // after it: some rooms failed, a result
+  CHECK_FALSE(crashed(0, false));  // a clean stop (SIGTERM to a serving process)
+  CHECK_FALSE(crashed(2, false));  // a refused file: a restart would not change it
+  CHECK_FALSE(crashed(128 + 11, true));
+  CHECK(done_line("rank decode-0/1") == "rank decode-0/1 workload done");
+
+  restart_tracker t;
+  CHECK_FALSE(t.next());  // never
+  t.policy.mode = restart_mode::on_failure;
+  t.policy.limit = 3;
+  auto now = t.started;
+  CHECK(t.next(now) == std::chrono::milliseconds{200});
+  CHECK(t.what(std::chrono::milliseconds{200}) == "restart 1 of 3 in 200ms");
+  t.started = now;
+  CHECK(t.next(now + std::chrono::seconds{1}) == std::chrono::milliseconds{400});
+  // Up longer than the longest delay: the next one starts from the first delay.
+  t.started = now;
+  CHECK(t.next(now + std::chrono::seconds{6}) == std::chrono::milliseconds{200});
+  CHECK(t.restarts == 3);
+  CHECK_FALSE(t.next(now));  // the limit
 }

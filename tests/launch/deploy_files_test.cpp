@@ -2,12 +2,16 @@
 // of its instance name; the Kubernetes manifests parse as YAML (yaml-cpp),
 // their cluster file (the ConfigMap) parses with the launcher's own parser,
 // and each StatefulSet runs the launcher for a node of that file, opens the
-// node's ports and probes readiness with kvferry-ctl status --node.
+// node's ports and probes readiness with kvferry-ctl status --node. Restarts:
+// the unit restarts on failure with the timing of the cluster file's restart
+// defaults; the pods restart Always (the kubelet's CrashLoopBackOff) and their
+// cluster file restarts the per-rank children on failure.
 #include <catch2/catch.hpp>
 
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -89,6 +93,28 @@ TEST_CASE("deploy: the systemd unit template parses and runs the launcher on its
   CHECK(one(unit, "Install", "WantedBy") == "multi-user.target");
 }
 
+TEST_CASE("deploy: the systemd unit restarts a node as the cluster file's defaults do",
+          "[launch][deploy]") {
+  auto unit = parse_ini(deploy + "/systemd/kvferry-node@.service");
+  restart_policy defaults;
+  CHECK(one(unit, "Service", "Restart") == "on-failure");
+  // The first delay, and the growth up to the maximum (systemd 254 and newer).
+  CHECK(parse_duration(one(unit, "Service", "RestartSec")) == defaults.backoff);
+  CHECK(parse_duration(one(unit, "Service", "RestartMaxDelaySec")) == defaults.backoff_max);
+  CHECK(std::stoi(one(unit, "Service", "RestartSteps")) > 0);
+  // restart_limit restarts: the first start and as many again, within an
+  // interval long enough for the backoff of all of them.
+  CHECK(std::stoul(one(unit, "Unit", "StartLimitBurst")) == defaults.limit + 1);
+  auto interval = std::chrono::seconds{std::stoi(one(unit, "Unit", "StartLimitIntervalSec"))};
+  std::chrono::nanoseconds backoffs{0};
+  for (uint32_t n = 1; n <= defaults.limit; ++n)
+    backoffs += defaults.delay(n);
+  CHECK(interval > backoffs);
+  // Start limits belong to [Unit] (systemd ignores them in [Service] since 230).
+  CHECK_FALSE(unit["Service"].count("StartLimitBurst"));
+  CHECK_FALSE(unit["Service"].count("StartLimitIntervalSec"));
+}
+
 TEST_CASE("deploy: the Kubernetes manifests parse and match their cluster file",
           "[launch][deploy]") {
   std::map<std::string, std::vector<YAML::Node>> by_kind;
@@ -104,6 +130,12 @@ TEST_CASE("deploy: the Kubernetes manifests parse and match their cluster file",
     UNSCOPED_INFO(e);
   REQUIRE(parsed.cluster);
   auto& c = *parsed.cluster;
+  // Inside each pod, the launcher restarts a per-rank child that dies.
+  for (auto& n : c.nodes) {
+    INFO("node " << n.name);
+    CHECK(c.processes_of(n) == process_mode::per_rank);
+    CHECK(n.restart.mode == restart_mode::on_failure);
+  }
   // One StatefulSet (and one headless Service) per instance.
   REQUIRE(by_kind["StatefulSet"].size() == c.instances.size());
   REQUIRE(by_kind["Service"].size() == c.instances.size());
@@ -124,6 +156,9 @@ TEST_CASE("deploy: the Kubernetes manifests parse and match their cluster file",
     REQUIRE(node);
     CHECK(inst->node == node->name);
     CHECK_THAT(node->host, Catch::StartsWith(name + "-0." + name + "."));
+    // The pod restarts by the kubelet's backoff: Always is all a StatefulSet takes.
+    REQUIRE(ss["spec"]["template"]["spec"]["restartPolicy"]);
+    CHECK(ss["spec"]["template"]["spec"]["restartPolicy"].as<std::string>() == "Always");
     auto container = ss["spec"]["template"]["spec"]["containers"][0];
     CHECK_THAT(container["command"][0].as<std::string>(), Catch::EndsWith("/kvferry-launch"));
     std::vector<std::string> args;

@@ -1,8 +1,12 @@
 // kvferry-launch as a user runs it: --local on the 1P1D example (a temp copy
 // with free ports and fewer requests), one process per rank on the TP 4 -> 2
 // example, a bad file refused before anything starts, a bootstrap port in use
-// refused with its line, and kvferry-ctl status on a serving cluster before
-// and after one node is killed.
+// refused with its line, kvferry-ctl status on a serving cluster before
+// and after one node is killed, and a per-rank child killed with SIGKILL and
+// restarted by the file's restart policy. Every port is a free one picked at
+// run time (free_port()), data ports any free one: no collisions between
+// tests. And, in this process, the status actor's record of a rank's
+// restarts.
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
@@ -13,10 +17,20 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/config.hpp"
 #include "apps/common/child_process.hpp"
+#include "apps/launch/status_actor.hpp"
+#include "messages/type_ids.hpp"
 
 using namespace kvferry::apps;
 using namespace std::chrono_literals;
@@ -224,4 +238,127 @@ TEST_CASE("kvferry-ctl status reads a serving cluster and sees a killed node",
   ::kill(prefill.pid(), SIGTERM);
   CHECK(prefill.wait(30s) == 0);
   ::unlink(path.c_str());
+}
+
+TEST_CASE("kvferry-launch restarts a per-rank child killed with SIGKILL", "[launch][process]") {
+  // 1P1D without a workload (serving), one process per rank, restarted on failure.
+  auto text = small_1p1d(free_port());
+  auto cut = text.find("[workload]");
+  text.erase(cut, text.find("[[node]]") - cut);
+  text = replace(text, "processes = \"per-node\"",
+                 "processes = \"per-rank\"\nrestart = \"on-failure\"");
+  auto path = temp_cluster(text);
+  auto serving = [](const std::string& l) { return l.find(" serving;") != std::string::npos; };
+  child_process prefill{{launcher, "--cluster=" + path, "--node=prefill-node"}};
+  REQUIRE(prefill.wait_for_line(serving, 30s));
+  child_process decode{{launcher, "--cluster=" + path, "--node=decode-node"}};
+  REQUIRE(decode.wait_for_line(serving, 30s));
+
+  // "[decode-0/0] rank decode-0/0 up on 127.0.0.1:PORT (pid N)", relayed by its node.
+  std::regex up_line{R"(\[decode-0/0\] rank decode-0/0 up on \S+ \(pid (\d+)\))"};
+  auto pid_in = [&](const std::string& line) -> int {
+    std::smatch m;
+    return std::regex_search(line, m, up_line) ? std::stoi(m[1]) : 0;
+  };
+  int first = pid_in(line_with(decode.output(), "rank decode-0/0 up on"));
+  REQUIRE(first > 0);
+  REQUIRE(::kill(first, SIGKILL) == 0);
+
+  auto restart = decode.wait_for_line(
+      [](const std::string& l) { return l.find("rank decode-0/0 exited") != std::string::npos; },
+      15s);
+  if (!restart)
+    FAIL("no restart line:\n" << decode.output());
+  CHECK(*restart == "rank decode-0/0 exited (killed by signal 9); restart 1 of 10 in 200ms");
+  auto again = decode.wait_for_line([&](const std::string& l) { return pid_in(l) != 0; }, 30s);
+  if (!again)
+    FAIL("the rank did not come up again:\n" << decode.output());
+  int second = pid_in(*again);
+  CHECK(second != first);
+
+  // The node's status actor: up again in its new process, one restart, why.
+  std::string seen;
+  for (int tries = 0; tries < 20; ++tries) {
+    child_process st{{ctl, "--cluster=" + path, "status", "--timeout=2s"}};
+    st.wait(30s);
+    seen = st.output();
+    if (seen.find("decode-0/0  decode-0 tp0 pp0  up  pid " + std::to_string(second)) !=
+            std::string::npos &&
+        seen.find("restarts 1 (last: killed by signal 9)") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(500ms);
+  }
+  INFO(seen);
+  CHECK_THAT(seen,
+             Catch::Contains("decode-0/0  decode-0 tp0 pp0  up  pid " + std::to_string(second)));
+  CHECK_THAT(seen, Catch::Contains("restarts 1 (last: killed by signal 9), generation "));
+  CHECK_THAT(seen, Catch::Contains("restarts 0, generation "));  // the prefill rank
+  CHECK_THAT(seen, Catch::Contains("2/2 ranks up"));
+
+  // SIGTERM stops the node and its children, within a bound.
+  auto asked = std::chrono::steady_clock::now();
+  ::kill(decode.pid(), SIGTERM);
+  CHECK(decode.wait(20s) == 0);
+  CHECK(std::chrono::steady_clock::now() - asked < 20s);
+  CHECK(::kill(second, 0) != 0);  // the child went with it
+  ::kill(prefill.pid(), SIGTERM);
+  CHECK(prefill.wait(20s) == 0);
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("the status actor keeps a rank's restarts, last exit and generation", "[launch]") {
+  kvferry::config cfg;
+  caf::actor_system sys{cfg};
+  auto status = sys.spawn(kvferry::launch::node_status_actor, std::string{"n"},
+                          std::string{"per-rank"}, std::vector<std::string>{"d/0", "d/1"});
+  caf::scoped_actor self{sys};
+  auto ask = [&] {
+    kvferry::node_status out;
+    self->request(status, 5s, kvferry::status_atom_v)
+        .receive([&](kvferry::node_status& s) { out = std::move(s); },
+                 [&](caf::error& e) { FAIL(sys.render(e)); });
+    return out;
+  };
+  kvferry::rank_report first;
+  first.instance = "d";
+  first.index = 0;
+  first.pid = 100;
+  first.generation = 7;
+  self->send(status, first);
+  // Its process was killed and is being restarted.
+  self->send(status, kvferry::rank_exit{"d", 0, 100, "killed by signal 9", 1, true});
+  auto s = ask();
+  REQUIRE(s.ranks.size() == 1);
+  CHECK_FALSE(s.ranks[0].up);
+  CHECK(s.ranks[0].down_reason == "process killed by signal 9, restarting");
+  CHECK(s.ranks[0].restarts == 1);
+  CHECK(s.ranks[0].last_exit == "killed by signal 9");
+  CHECK_FALSE(s.ranks[0].given_up);
+  // The new process reports: up, its generation, the count kept.
+  auto rank_actor = sys.spawn([]() -> caf::behavior { return {[](int) {}}; });
+  auto second = first;
+  second.pid = 101;
+  second.generation = 8;
+  second.actor = caf::actor_cast<caf::strong_actor_ptr>(rank_actor);
+  self->send(status, second);
+  s = ask();
+  REQUIRE(s.ranks.size() == 1);
+  CHECK(s.ranks[0].up);
+  CHECK(s.ranks[0].down_reason.empty());
+  CHECK(s.ranks[0].last.pid == 101);
+  CHECK(s.ranks[0].last.generation == 8);
+  CHECK(s.ranks[0].restarts == 1);
+  CHECK(s.ranks[0].last_exit == "killed by signal 9");
+  // A rank whose process died before it reported, not restarted (the limit).
+  self->send(status, kvferry::rank_exit{"d", 1, 200, "exit code 3", 10, false});
+  s = ask();
+  REQUIRE(s.ranks.size() == 2);
+  CHECK(s.ranks[1].last.instance == "d");
+  CHECK(s.ranks[1].last.index == 1);
+  CHECK_FALSE(s.ranks[1].up);
+  CHECK(s.ranks[1].given_up);
+  CHECK(s.ranks[1].restarts == 10);
+  CHECK(s.ranks[1].down_reason == "process exit code 3, not restarted");
+  self->send_exit(rank_actor, caf::exit_reason::kill);
+  self->send_exit(status, caf::exit_reason::kill);
 }
