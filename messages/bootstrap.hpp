@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "messages/failure.hpp"
 #include "messages/handles.hpp"
 #include "messages/ids.hpp"
 #include "messages/layout.hpp"
@@ -39,6 +41,12 @@ struct rank_registration {
   kv_layout layout;
   uint32_t tp_size = 1;  ///< TP size of the instance, as this rank knows it
   uint32_t pp_size = 1;  ///< PP size of the instance
+  /// Where its actor is published, for decode processes and deciders to
+  /// connect to it directly (not published: reach it through the handle).
+  control_endpoint control;
+  /// This rank's own incarnation (drawn when it starts): a restarted rank
+  /// process registers again under the same (tp, pp) with a newer one.
+  uint64_t rank_generation = 0;
 
   friend bool operator==(const rank_registration&, const rank_registration&) = default;
 };
@@ -46,7 +54,7 @@ struct rank_registration {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_registration& x) {
   return f(caf::meta::type_name("kvferry.rank_registration"), x.rank, x.handle, x.data_endpoint,
-           x.layout, x.tp_size, x.pp_size);
+           x.layout, x.tp_size, x.pp_size, x.control, x.rank_generation);
 }
 
 /// Accepted: the name and generation of the instance incarnation this rank belongs to.
@@ -62,26 +70,6 @@ typename Inspector::result_type inspect(Inspector& f, registration_ack& x) {
   return f(caf::meta::type_name("kvferry.registration_ack"), x.instance, x.instance_generation);
 }
 
-/// Who serves a prefill instance now.
-struct topology {
-  std::string instance;
-  uint64_t instance_generation = 0;
-  uint32_t tp_size = 0;
-  uint32_t pp_size = 0;
-  std::vector<rank_registration> ranks;  ///< registered so far, ordered by (pp, tp)
-
-  /// True once every rank of tp_size x pp_size has registered.
-  bool complete() const { return tp_size > 0 && ranks.size() == size_t{tp_size} * pp_size; }
-
-  friend bool operator==(const topology&, const topology&) = default;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, topology& x) {
-  return f(caf::meta::type_name("kvferry.topology"), x.instance, x.instance_generation, x.tp_size,
-           x.pp_size, x.ranks);
-}
-
 /// The bootstrap saw one of its ranks go (its actor terminated, or its node's
 /// connection dropped). Sent to every decode rank that looked the instance
 /// up: such a rank may reach the prefill rank only through another node, and
@@ -92,13 +80,58 @@ struct rank_left {
   bool orderly = false;  ///< it stopped on purpose (user_shutdown), not a fault
   /// Its connection was lost (remote_link_unreachable): it may live on, cut off.
   bool link_lost = false;
+  /// When the bootstrap saw it go (system clock, ns since the Unix epoch): one
+  /// value every rank that words the instance's death reads alike.
+  int64_t left_at_ns = 0;
+  /// Where the bootstrap is published ("host:port"; empty when it is not known).
+  std::string bootstrap;
 
   friend bool operator==(const rank_left&, const rank_left&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_left& x) {
-  return f(caf::meta::type_name("kvferry.rank_left"), x.rank, x.reason, x.orderly, x.link_lost);
+  return f(caf::meta::type_name("kvferry.rank_left"), x.rank, x.reason, x.orderly, x.link_lost,
+           x.left_at_ns, x.bootstrap);
 }
+
+/// Who serves a prefill instance now.
+struct topology {
+  std::string instance;
+  uint64_t instance_generation = 0;
+  uint32_t tp_size = 0;
+  uint32_t pp_size = 0;
+  std::vector<rank_registration> ranks;  ///< registered so far, ordered by (pp, tp)
+  /// Ranks that registered and left, and have not registered again: while
+  /// there is one, the instance is dead (it cannot serve a room).
+  std::vector<rank_left> departed;
+  std::string bootstrap;  ///< where the bootstrap is published, "host:port" ("" unknown)
+
+  /// True once every rank of tp_size x pp_size has registered.
+  bool complete() const { return tp_size > 0 && ranks.size() == size_t{tp_size} * pp_size; }
+  /// True while a rank that registered is gone.
+  bool dead() const { return !departed.empty(); }
+
+  friend bool operator==(const topology&, const topology&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, topology& x) {
+  return f(caf::meta::type_name("kvferry.topology"), x.instance, x.instance_generation, x.tp_size,
+           x.pp_size, x.ranks, x.departed, x.bootstrap);
+}
+
+/// The failure of a room that needs prefill instance `instance` (incarnation
+/// `generation`) while `gone` is missing from it. Built from the bootstrap's
+/// record alone, so that every rank of both instances words it alike:
+/// "prefill instance prefill-1 (bootstrap 10.0.0.5:8998) is dead: prefill-1
+/// tp1 pp0 left at 2026-12-01 12:00:01.234 UTC: its process or its link was
+/// lost (remote_link_unreachable)". Origin: the whole instance.
+failure instance_dead(const std::string& instance, uint64_t generation, const rank_left& gone);
+
+/// The failure of a room that needs the instance of dead topology `t`: its
+/// earliest departure (by time, then place), so that every rank that sees
+/// the same topology names the same one. Nullopt while `t` is not dead.
+std::optional<failure> instance_dead(const topology& t);
 
 }  // namespace kvferry

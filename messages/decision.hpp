@@ -71,13 +71,32 @@ typename Inspector::result_type inspect(Inspector& f, member_ack& x) {
 struct participant {
   rank_ref rank;
   prefill_rank_actor handle;
+  control_endpoint control;  ///< where its process is reached directly (see reach_peers)
 
   friend bool operator==(const participant&, const participant&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, participant& x) {
-  return f(caf::meta::type_name("kvferry.participant"), x.rank, x.handle);
+  return f(caf::meta::type_name("kvferry.participant"), x.rank, x.handle, x.control);
+}
+
+/// A decode rank's handshake with a prefill instance asks its decider to
+/// connect to the processes of that instance's ranks (their control
+/// endpoints) before any room names them: the decider then talks to them
+/// over a connection it opened itself, never through a third process, and
+/// no prefill process ever connects to a decode process (CAF's automatic
+/// connections stay off: two processes that connect to each other at once
+/// lose both connections). Answered once every endpoint was tried.
+struct reach_peers {
+  std::vector<participant> ranks;
+
+  friend bool operator==(const reach_peers&, const reach_peers&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reach_peers& x) {
+  return f(caf::meta::type_name("kvferry.reach_peers"), x.ranks);
 }
 
 /// A decode rank opened room `room`; `prefill` names the prefill ranks of the

@@ -60,6 +60,8 @@ std::string to_string(errc code) {
       return "instance_restarted";
     case errc::shut_down:
       return "shut_down";
+    case errc::instance_dead:
+      return "instance_dead";
   }
   return "errc(" + std::to_string(static_cast<int>(code)) + ")";
 }

@@ -76,6 +76,9 @@ enum class errc : uint8_t {
   instance_restarted = 128,
   /// This rank is shutting down.
   shut_down = 129,
+  /// A rank of the peer instance left and has not come back: the instance
+  /// cannot serve rooms until it does (new rooms fail at once).
+  instance_dead = 130,
 };
 
 /// What a failure takes down.

@@ -71,6 +71,7 @@ struct room_join;
 struct room_keyed;
 struct room_finished;
 struct room_leave;
+struct reach_peers;
 struct staging_ask;
 struct staging_grant;
 struct staging_watermark;
@@ -94,8 +95,9 @@ using decode_rank_actor = caf::typed_actor<
     caf::reacts_to<receiver_init>, caf::reacts_to<room_abort_atom, uint64_t>,
     caf::reacts_to<room_clear_atom, uint64_t>,
     caf::replies_to<room_poll_atom, uint64_t>::with<room_status>,
-    // prefill ranks, and their bootstrap when one of them leaves
-    caf::reacts_to<chunk_landed>, caf::reacts_to<rank_left>,
+    // prefill ranks, and their bootstrap when one of them leaves (and when
+    // the instance is whole again: its topology)
+    caf::reacts_to<chunk_landed>, caf::reacts_to<rank_left>, caf::reacts_to<topology>,
     // its staging actor
     caf::reacts_to<chunk_scattered>,
     // the decider
@@ -116,6 +118,9 @@ using decider_actor = caf::typed_actor<
     // participants
     caf::reacts_to<room_join>, caf::reacts_to<room_finished>, caf::reacts_to<room_failure>,
     caf::reacts_to<room_leave>,
+    // decode ranks, at the handshake with a prefill instance: connect to its ranks
+    // (the answer: the endpoints it reached)
+    caf::replies_to<reach_peers>::with<reach_peers>,
     // own timers: the heartbeat round, (room, generation) expiry of a decided
     // room that some member never joined
     caf::reacts_to<beat_atom>, caf::reacts_to<expire_atom, uint64_t, uint64_t>>;
@@ -129,6 +134,10 @@ using prefill_rank_actor = caf::typed_actor<
     caf::replies_to<room_poll_atom, uint64_t>::with<room_status>,
     // decode ranks
     caf::replies_to<dest_registration>::with<dest_accepted>, caf::reacts_to<room_request>,
+    // its bootstrap: the instance's topology whenever a rank leaves or joins
+    caf::reacts_to<topology>,
+    // its runtime: where its actor was published (it registers then)
+    caf::reacts_to<control_endpoint>,
     // deciders: verdicts and pings
     caf::reacts_to<room_verdict>,
     caf::replies_to<heartbeat_atom, uint64_t>::with<heartbeat_atom, uint64_t>,

@@ -20,4 +20,11 @@ std::string to_string(const rank_ref& x) {
   return name + " tp" + std::to_string(x.tp) + " pp" + std::to_string(x.pp);
 }
 
+std::string control_endpoint::key() const {
+  if (!published())
+    return "-";
+  auto h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return h + ":" + std::to_string(port);
+}
+
 }  // namespace kvferry

@@ -75,4 +75,25 @@ typename Inspector::result_type inspect(Inspector& f, rank_ref& x) {
            x.tp, x.pp);
 }
 
+/// Where an actor of another process is published on a port of its own, so
+/// that a peer connects to that process directly (one connection, opened by
+/// the decode side) instead of reaching it through a third process. Port 0:
+/// not published (the actor lives in the same process as whoever hands its
+/// handle out, or in this one).
+struct control_endpoint {
+  std::string host;
+  uint16_t port = 0;
+
+  bool published() const { return port != 0; }
+  /// "127.0.0.1:41234", "[::1]:41234"; "-" when not published.
+  std::string key() const;
+
+  friend auto operator<=>(const control_endpoint&, const control_endpoint&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, control_endpoint& x) {
+  return f(caf::meta::type_name("kvferry.control_endpoint"), x.host, x.port);
+}
+
 }  // namespace kvferry

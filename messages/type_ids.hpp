@@ -94,6 +94,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvferry, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvferry, (kvferry::decider_actor))
   CAF_ADD_TYPE_ID(kvferry, (kvferry::staging_actor))
 
+  // direct connections (added after the handles: ids above keep their values)
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::control_endpoint))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::reach_peers))
+
 CAF_END_TYPE_ID_BLOCK(kvferry)
 
 // Node status (kvferry-launch's status actor, kvferry-ctl): a block of its
@@ -104,6 +108,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvferry_status, caf::id_block::kvferry::end)
   CAF_ADD_TYPE_ID(kvferry_status, (kvferry::rank_health))
   CAF_ADD_TYPE_ID(kvferry_status, (kvferry::node_status))
   CAF_ADD_TYPE_ID(kvferry_status, (kvferry::status_actor))
+  CAF_ADD_TYPE_ID(kvferry_status, (kvferry::rank_exit))
 
 CAF_END_TYPE_ID_BLOCK(kvferry_status)
 // clang-format on

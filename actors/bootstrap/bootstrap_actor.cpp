@@ -13,6 +13,12 @@ namespace {
 
 using self_ptr = bootstrap_actor::stateful_pointer<bootstrap_state>;
 
+int64_t wall_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 /// An exception escaped a handler. The bootstrap holds no room: the request
 /// that hit it gets the failure back (a decode rank fails the rooms waiting
 /// for its topology with it), and the directory carries on. A bootstrap is
@@ -24,6 +30,14 @@ failure on_exception(self_ptr self, const std::string& what) {
                  instance_ref(role::prefill, dir.instance(), dir.generation())};
 }
 
+/// Every registered rank hears the instance's topology after each change: a
+/// rank knows whether its instance can serve rooms (and why not).
+void tell_members(self_ptr self) {
+  auto topo = self->state.dir.snapshot();
+  for (auto& [addr, m] : self->state.by_actor)
+    self->send(m.handle, topo);
+}
+
 }  // namespace
 
 uint64_t fresh_generation() {
@@ -33,7 +47,13 @@ uint64_t fresh_generation() {
 
 bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<bootstrap_state> self,
                                          std::string instance, uint64_t generation) {
-  self->state.dir = directory{std::move(instance), generation};
+  return bootstrap_at(self, std::move(instance), generation, {});
+}
+
+bootstrap_actor::behavior_type bootstrap_at(bootstrap_actor::stateful_pointer<bootstrap_state> self,
+                                            std::string instance, uint64_t generation,
+                                            std::string address) {
+  self->state.dir = directory{std::move(instance), generation, std::move(address)};
   auto on_ex = [self](const std::string& what) { return on_exception(self, what); };
   self->set_down_handler(guard(on_ex, [self](caf::down_msg& dm) {
     if (self->state.watchers.erase(dm.source) > 0)
@@ -43,14 +63,21 @@ bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<boots
       return;
     auto level =
         dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn;
-    log().log(level, "[bootstrap {}] {} left ({})", self->state.dir.instance(),
-              to_string(i->second), caf::to_string(dm.reason));
-    rank_left note{i->second, caf::to_string(dm.reason),
-                   dm.reason == caf::exit_reason::user_shutdown, link_lost(dm.reason)};
-    self->state.dir.remove(i->second.tp, i->second.pp);
+    log().log(level, "[bootstrap {}] {} left ({}): the instance serves no room until it is back",
+              self->state.dir.instance(), to_string(i->second.rank), caf::to_string(dm.reason));
+    rank_left note{i->second.rank,
+                   caf::to_string(dm.reason),
+                   dm.reason == caf::exit_reason::user_shutdown,
+                   link_lost(dm.reason),
+                   wall_clock_ns(),
+                   {}};
+    auto recorded = self->state.dir.depart(std::move(note));
     self->state.by_actor.erase(i);
+    if (!recorded)
+      return;
     for (auto& [addr, watcher] : self->state.watchers)
-      self->send(watcher, note);
+      self->send(watcher, *recorded);
+    tell_members(self);
   }));
   return guarded<bootstrap_actor::behavior_type>(
       on_ex,
@@ -66,15 +93,23 @@ bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<boots
         rank.instance_generation = self->state.dir.generation();
         // A re-registration replaces the old handle of the same (tp, pp).
         for (auto i = self->state.by_actor.begin(); i != self->state.by_actor.end();) {
-          if (i->second.tp == rank.tp && i->second.pp == rank.pp)
+          if (i->second.rank.tp == rank.tp && i->second.rank.pp == rank.pp)
             i = self->state.by_actor.erase(i);
           else
             ++i;
         }
-        self->state.by_actor.emplace(handle.address(), rank);
+        self->state.by_actor.insert_or_assign(handle.address(),
+                                              bootstrap_state::member{rank, handle});
         self->monitor(handle);
         log().info("[bootstrap {}] {} registered ({} of the instance)", self->state.dir.instance(),
                    to_string(rank), self->state.dir.size());
+        tell_members(self);
+        // Whole again after a rank came back: the decode ranks that know the
+        // instance look it up now instead of at their next probe.
+        auto topo = self->state.dir.snapshot();
+        if (topo.complete())
+          for (auto& [addr, watcher] : self->state.watchers)
+            self->send(watcher, topo);
         return registration_ack{self->state.dir.instance(), self->state.dir.generation()};
       },
       [self](topology_atom) -> caf::result<topology> {

@@ -19,7 +19,12 @@ struct bootstrap_state {
   static inline const char* name = "kvferry.bootstrap";
 
   directory dir{"", 0};
-  std::map<caf::actor_addr, rank_ref> by_actor;  // registered handles → their rank
+  /// A registered rank: who it is, and its handle (told of every change).
+  struct member {
+    rank_ref rank;
+    prefill_rank_actor handle;
+  };
+  std::map<caf::actor_addr, member> by_actor;  // registered handles → their rank
   /// Decode ranks that asked for the topology: told when a rank leaves.
   std::map<caf::actor_addr, decode_rank_actor> watchers;
 };
@@ -28,6 +33,12 @@ struct bootstrap_state {
 /// incarnation; pass a fresh value per start, e.g. from the clock).
 bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<bootstrap_state> self,
                                          std::string instance, uint64_t generation);
+
+/// The same, told where it is published ("host:port"): the address appears
+/// in the cause of every room that fails because the instance is dead.
+bootstrap_actor::behavior_type bootstrap_at(bootstrap_actor::stateful_pointer<bootstrap_state> self,
+                                            std::string instance, uint64_t generation,
+                                            std::string address);
 
 /// A generation for a new instance incarnation: the wall clock in nanoseconds.
 uint64_t fresh_generation();

@@ -39,12 +39,26 @@ std::optional<std::string> directory::add(rank_registration reg) {
   reg.rank.instance_generation = generation_;
   auto key = std::make_pair(reg.rank.pp, reg.rank.tp);
   ranks_.insert_or_assign(key, std::move(reg));
+  departed_.erase(key);
   return std::nullopt;
+}
+
+std::optional<rank_left> directory::depart(rank_left gone) {
+  auto key = std::make_pair(gone.rank.pp, gone.rank.tp);
+  if (ranks_.erase(key) == 0)
+    return std::nullopt;
+  gone.bootstrap = address_;
+  gone.rank.side = role::prefill;
+  gone.rank.instance = instance_;
+  gone.rank.instance_generation = generation_;
+  departed_.insert_or_assign(key, gone);
+  // The sizes stay: the instance keeps its shape while a rank is missing.
+  return gone;
 }
 
 bool directory::remove(uint32_t tp, uint32_t pp) {
   auto erased = ranks_.erase(std::make_pair(pp, tp)) > 0;
-  if (ranks_.empty())
+  if (ranks_.empty() && departed_.empty())
     tp_size_ = pp_size_ = 0;
   return erased;
 }
@@ -57,6 +71,9 @@ topology directory::snapshot() const {
   t.pp_size = pp_size_;
   for (auto& [key, reg] : ranks_)
     t.ranks.push_back(reg);
+  for (auto& [key, gone] : departed_)
+    t.departed.push_back(gone);
+  t.bootstrap = address_;
   return t;
 }
 

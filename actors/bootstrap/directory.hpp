@@ -14,8 +14,8 @@ namespace kvferry {
 
 class directory {
  public:
-  directory(std::string instance, uint64_t generation)
-      : instance_(std::move(instance)), generation_(generation) {}
+  directory(std::string instance, uint64_t generation, std::string address = {})
+      : instance_(std::move(instance)), generation_(generation), address_(std::move(address)) {}
 
   const std::string& instance() const { return instance_; }
   uint64_t generation() const { return generation_; }
@@ -28,6 +28,15 @@ class directory {
   /// Removes the rank registered for (tp, pp); false if none.
   bool remove(uint32_t tp, uint32_t pp);
 
+  /// Removes the rank `gone.rank` names and records its departure (stamped
+  /// with this directory's address): the instance is dead until a rank
+  /// registers again for that (tp, pp). Returns the record; nullopt when no
+  /// rank was registered there.
+  std::optional<rank_left> depart(rank_left gone);
+
+  /// Where the bootstrap is published ("host:port"; "" unknown).
+  const std::string& address() const { return address_; }
+
   /// Who serves the instance now.
   topology snapshot() const;
 
@@ -36,9 +45,13 @@ class directory {
  private:
   std::string instance_;
   uint64_t generation_;
+  std::string address_;
   uint32_t tp_size_ = 0;
   uint32_t pp_size_ = 0;
   std::map<std::pair<uint32_t, uint32_t>, rank_registration> ranks_;  // by (pp, tp)
+  /// Ranks that left and did not register again, by (pp, tp): at most one
+  /// per place, so bounded by the instance's size.
+  std::map<std::pair<uint32_t, uint32_t>, rank_left> departed_;
 };
 
 }  // namespace kvferry

@@ -10,6 +10,7 @@
 #include "actors/log.hpp"
 #include "actors/rank/decider_heartbeat.hpp"
 #include "actors/rank/room_fsm.hpp"
+#include "actors/remote_lookup.hpp"
 
 namespace kvferry {
 
@@ -141,9 +142,15 @@ void missed(self_ptr self, const rank_ref& peer) {
     return;
   auto cause = to_string(peer) + " answered none of " + std::to_string(st.beats.misses()) +
                " heartbeats in a row (" + format_duration(st.limits.silence()) + ")";
-  if (v == liveness<rank_ref>::verdict::newly_lost)
+  failure why{errc::heartbeat_lost, cause, peer};
+  if (v == liveness<rank_ref>::verdict::newly_lost) {
     log().warn("{} {}: declared lost", who(self), cause);
-  fail_rooms_of(self, peer, failure{errc::heartbeat_lost, cause, peer});
+    if (peer.side == role::prefill)
+      if (auto h = st.prefill.find(peer); h != st.prefill.end())
+        st.lost_prefill.insert_or_assign(
+            peer, decider_state::lost_rank{h->second, why, self->clock().now()});
+  }
+  fail_rooms_of(self, peer, why);
 }
 
 /// Pings every member (always: see lapsed()), and every prefill participant
@@ -171,6 +178,9 @@ void heartbeat_round(self_ptr self) {
         .then(guarded_callback(self,
                                [self, r, sent](heartbeat_atom, uint64_t) {
                                  auto& st = self->state;
+                                 if (st.lost_prefill.erase(r) > 0)
+                                   log().info("{} {} answers again: rooms may name it again",
+                                              who(self), to_string(r));
                                  if (!st.beats.watching(r))
                                    return;  // no longer watched
                                  st.beats.answered(r);
@@ -188,10 +198,16 @@ void heartbeat_round(self_ptr self) {
           if (auto h = st.prefill.find(p); h != st.prefill.end())
             ping(p, h->second);
   }
+  // The re-probe: a prefill rank declared lost is pinged until it answers
+  // (or forgotten after a Bootstrapping deadline).
+  std::erase_if(st.lost_prefill,
+                [&](auto& kv) { return now - kv.second.since > st.limits.bootstrapping; });
+  for (auto& [rank, lost] : st.lost_prefill)
+    ping(rank, lost.handle);
   st.beats.retain(watched);
   std::erase_if(st.answered_at, [&](auto& kv) { return !watched.count(kv.first); });
   forget_unnamed_prefill(self);
-  if (!open.empty() || !st.members.empty())
+  if (!open.empty() || !st.members.empty() || !st.lost_prefill.empty())
     arm_heartbeat(self);
 }
 
@@ -248,6 +264,9 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
       if (handle.address() != dm.source)
         continue;
       auto gone = rank;
+      st.lost_prefill.erase(rank);
+      if (link_lost(dm.reason))
+        st.reached.erase(handle.node());  // its connection is gone
       log().log(
           dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn,
           "{} prefill {} went down: {}", who(self), to_string(gone), caf::to_string(dm.reason));
@@ -307,6 +326,9 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
             self->monitor(p.handle);
             st.beats.answered(p.rank);  // a new incarnation of the rank starts alive
           }
+          if (auto l = st.lost_prefill.find(p.rank);
+              l != st.lost_prefill.end() && l->second.handle != p.handle)
+            st.lost_prefill.erase(l);
           st.prefill.insert_or_assign(p.rank, p.handle);
         }
         bool known = st.book.find(room_key{j.room, 0}) != nullptr;
@@ -323,6 +345,17 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
         // A member declared lost that joins a room is alive again.
         if (st.beats.lost(st.book.member(j.rank.tp, j.rank.pp)))
           st.beats.answered(st.book.member(j.rank.tp, j.rank.pp));
+        // A room that names a prefill rank declared lost fails at once with
+        // that cause (instead of paying its own silence); the rank is probed
+        // meanwhile and taken again once it answers.
+        if (!r.decision.decided())
+          for (auto& p : prefill)
+            if (auto l = st.lost_prefill.find(p); l != st.lost_prefill.end()) {
+              if (!lapsed(self, r))
+                if (auto v = st.book.fail(r, l->second.why))
+                  broadcast(self, r, *v);
+              break;
+            }
         if (!r.decision.decided())
           arm_heartbeat(self);
         self->send(joiner, room_keyed{r.key});
@@ -369,6 +402,43 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
         if (r && !lapsed(self, *r))
           if (auto v = st.book.fail(*r, std::move(f.why)))
             broadcast(self, *r, *v);
+      },
+      [self](reach_peers& ask) -> caf::result<reach_peers> {
+        // Connect to the process of each prefill rank (their control
+        // endpoints), each once: then every message between this decider and
+        // those ranks crosses a connection this side opened.
+        auto& st = self->state;
+        std::map<caf::node_id, control_endpoint> by_node;  // the lowest endpoint of each
+        for (auto& r : ask.ranks) {
+          auto node = r.handle.node();
+          if (!r.control.published() || node == self->node() || st.reached.count(node))
+            continue;
+          auto [i, fresh] = by_node.emplace(node, r.control);
+          if (!fresh && r.control < i->second)
+            i->second = r.control;
+        }
+        std::vector<std::pair<caf::node_id, control_endpoint>> todo{by_node.begin(), by_node.end()};
+        for (auto& [node, at] : todo)
+          st.reached.insert(node);  // asked once, also by a concurrent reach_peers
+        if (todo.empty())
+          return ask;
+        auto rp = std::make_shared<caf::typed_response_promise<reach_peers>>(
+            self->make_response_promise<reach_peers>());
+        auto left = std::make_shared<size_t>(todo.size());
+        for (auto& [node, at] : todo)
+          resolve_published<prefill_rank_actor>(
+              self, prefill_rank_actor{}, at.host, at.port, st.limits.silence(), "prefill rank",
+              guarded_callback(self, [self, node = node, at = at, rp,
+                                      left](caf::expected<prefill_rank_actor> found) {
+                if (!found) {
+                  self->state.reached.erase(node);  // the next handshake tries again
+                  log().warn("{} cannot connect to the prefill rank at {}: {}", who(self), at.key(),
+                             self->system().render(found.error()));
+                }
+                if (--*left == 0)
+                  rp->deliver(reach_peers{});
+              }));
+        return *rp;
       },
       [self](room_leave& l) {
         if (self->state.book.leave(l.key, l.rank, live_members(self)))

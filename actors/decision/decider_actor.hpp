@@ -12,10 +12,12 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
 #include <caf/actor_clock.hpp>
+#include <caf/node_id.hpp>
 
 #include "actors/decision/decision_book.hpp"
 #include "actors/decision/liveness.hpp"
@@ -30,6 +32,21 @@ struct decider_state {
   decision_book book{"", 0, 1, 1, 1};
   std::map<std::pair<uint32_t, uint32_t>, decode_rank_actor> members;  // by (tp, pp)
   std::map<rank_ref, prefill_rank_actor> prefill;                      // participants' handles
+  /// A prefill rank declared lost by heartbeats: a room that names it fails
+  /// at once with `why`, and it is still pinged (the re-probe) until it
+  /// answers, a new incarnation of it is named, or it has been lost for a
+  /// Bootstrapping deadline (then it is forgotten: the next room pays a
+  /// silence again, and nothing is kept for a rank that never comes back).
+  struct lost_rank {
+    prefill_rank_actor handle;
+    failure why;
+    caf::actor_clock::time_point since;
+  };
+  std::map<rank_ref, lost_rank> lost_prefill;
+  /// Processes of prefill ranks this decider connected to (reach_peers),
+  /// each once, through one endpoint per process: a second connection
+  /// between two processes may make CAF 0.17 drop the first.
+  std::set<caf::node_id> reached;
 
   deadlines limits;
   liveness<rank_ref> beats{5};  // members and prefill participants of undecided rooms

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <random>
 
+#include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include "actors/decision/decider_actor.hpp"
@@ -178,11 +179,39 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
                         o.staging.slot_wait};
     rt->counters_ = std::make_shared<transfer_counters>();
     rt->transfer_ = sys.spawn(kvferry::transfer, rt->rank_, pool, net, ts, rt->counters_);
-    prefill_rank_config cfg{rt->rank_,   o.tp_size,     o.pp_size,
-                            *layout,     rt->endpoint_, o.limits,
-                            o.bootstrap, rt->transfer_, staging_base != nullptr,
-                            alive};
+    prefill_rank_config cfg{rt->rank_,
+                            o.tp_size,
+                            o.pp_size,
+                            *layout,
+                            rt->endpoint_,
+                            o.limits,
+                            o.bootstrap,
+                            rt->transfer_,
+                            staging_base != nullptr,
+                            alive,
+                            {},
+                            false,
+                            0};
+    cfg.rank_generation = first_generation();
+    cfg.publish_first = !o.control_host.empty();
     rt->prefill_ = sys.spawn(prefill_rank, std::move(cfg));
+    if (!o.control_host.empty()) {
+      if (!sys.has_middleman())
+        return make_error(errc::invalid_argument,
+                          "control_host = " + o.control_host +
+                              ": publishing a rank needs an actor system with a middleman");
+      auto port =
+          sys.middleman().publish(rt->prefill_, o.control_port, o.control_host.c_str(), true);
+      if (!port) {
+        caf::anon_send_exit(rt->prefill_, caf::exit_reason::user_shutdown);
+        return make_error(errc::invalid_argument,
+                          "cannot publish " + to_string(rt->rank_) + " on " + o.control_host + ":" +
+                              std::to_string(o.control_port) + " (" + sys.render(port.error()) +
+                              "); expected a free port on this host");
+      }
+      rt->control_port_ = *port;
+      caf::anon_send(rt->prefill_, control_endpoint{o.control_host, *port});
+    }
   } else {
     if (!o.decider.handle && o.decider.host.empty()) {
       if (o.tp_size * o.pp_size != 1)
@@ -239,6 +268,8 @@ void runtime::stop() {
     return;
   stopped_ = true;
   std::vector<caf::actor> actors;
+  if (prefill_ && control_port_ != 0 && sys_.has_middleman())
+    sys_.middleman().unpublish(prefill_, control_port_);
   if (prefill_)
     actors.push_back(caf::actor_cast<caf::actor>(prefill_));
   if (transfer_)

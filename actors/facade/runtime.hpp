@@ -57,6 +57,13 @@ struct rank_options {
   staging_options staging;
   /// Prefill: the bootstrap this rank registers with.
   bootstrap_locator bootstrap;
+  /// Prefill: publish the rank's actor on control_host:control_port (0: any
+  /// free port) so that decode processes and deciders connect to this
+  /// process directly; a rank in a process of its own needs it (one rank
+  /// per process, as GPU servers run). Empty host: not published (peers reach
+  /// it through its bootstrap's process, or it shares theirs).
+  std::string control_host;
+  uint16_t control_port = 0;
   /// Decode: the decider of this rank's instance. Left empty on a decode
   /// instance of one rank, the runtime spawns a private one.
   decider_locator decider;
@@ -92,6 +99,8 @@ class runtime {
   const kv_layout& layout() const { return layout_; }
   /// Where peers' transports reach this rank's pool.
   const std::string& data_endpoint() const { return endpoint_; }
+  /// Prefill: the port its actor is published on (0: not published).
+  uint16_t control_port() const { return control_port_; }
 
   /// The rank actor, for schedulers that are actors themselves.
   prefill_rank_actor prefill() const { return prefill_; }
@@ -126,6 +135,7 @@ class runtime {
   std::shared_ptr<void> staging_pin_;        // pinned for the device copier; goes first
   decider_actor own_decider_;                // spawned for a one-rank decode instance
   std::weak_ptr<const void> alive_;          // held by the rank actor while it lives
+  uint16_t control_port_ = 0;                // where the prefill rank is published
   bool stopped_ = false;
 };
 

@@ -218,6 +218,17 @@ void refuse(self_ptr self, const std::string& key, failure why) {
 
 void start_resolve(self_ptr self, const std::string& key);
 
+/// Schedules the next look at a peer that is down (backoff up to retry_max):
+/// it stays down, and new rooms fail at once, until a probe finds it whole.
+void arm_probe(self_ptr self, peer_t& peer, const std::string& key) {
+  if (peer.probe_armed)
+    return;
+  peer.probe_armed = true;
+  auto delay = std::min<std::chrono::nanoseconds>(retry_base * (1u << std::min(peer.attempts, 5u)),
+                                                  retry_max);
+  self->delayed_send(self, delay, retry_atom_v, key);
+}
+
 void resolve_failed(self_ptr self, const std::string& key, std::string error) {
   auto p = self->state.peers.find(key);
   if (p == self->state.peers.end())
@@ -226,6 +237,12 @@ void resolve_failed(self_ptr self, const std::string& key, std::string error) {
   peer.in_flight = false;
   peer.last_error = std::move(error);
   ++peer.attempts;
+  if (peer.phase == peer_t::stage::down) {
+    log().debug("{} prefill instance at {} still down (probe {}): {}", who(self), key,
+                peer.attempts, peer.last_error);
+    arm_probe(self, peer, key);
+    return;
+  }
   bool waiting = false;
   for_rooms_of(self, key, [&](decode_room&) { waiting = true; });
   log().debug("{} prefill instance at {} not ready (attempt {}): {}", who(self), key, peer.attempts,
@@ -237,18 +254,22 @@ void resolve_failed(self_ptr self, const std::string& key, std::string error) {
   self->delayed_send(self, delay, retry_atom_v, key);
 }
 
-void on_accepted(self_ptr self, const std::string& key, const rank_ref& src, bool staged) {
+/// The handshake is done once every source accepted this rank and the
+/// decider reached the instance's ranks.
+void maybe_ready(self_ptr self, const std::string& key) {
   auto p = self->state.peers.find(key);
-  if (p == self->state.peers.end() || p->second.phase != peer_t::stage::resolving)
+  if (p == self->state.peers.end())
     return;
   auto& peer = p->second;
-  peer.accepted.insert(src);
-  for (auto& s : peer.sources)
-    if (s.rank == src)
-      s.staged = staged && self->state.cfg.staging.offered();
-  if (peer.accepted.size() < peer.sources.size())
+  if ((peer.phase != peer_t::stage::resolving && peer.phase != peer_t::stage::down) ||
+      !peer.in_flight || peer.accepted.size() < peer.sources.size() || !peer.decider_reached)
     return;
+  bool was_down = peer.phase == peer_t::stage::down;
   peer.phase = peer_t::stage::ready;
+  peer.probe_armed = false;
+  if (was_down)
+    log().info("{} prefill instance {} at {} is back: new rooms go to it again", who(self),
+               peer.instance, key);
   peer.in_flight = false;
   peer.attempts = 0;
   for (auto& [rank, handle] : peer.handles)
@@ -262,12 +283,150 @@ void on_accepted(self_ptr self, const std::string& key, const rank_ref& src, boo
     }
 }
 
+void on_accepted(self_ptr self, const std::string& key, uint64_t round, const rank_ref& src,
+                 bool staged) {
+  auto p = self->state.peers.find(key);
+  if (p == self->state.peers.end() || p->second.round != round)
+    return;
+  auto& peer = p->second;
+  peer.accepted.insert(src);
+  for (auto& s : peer.sources)
+    if (s.rank == src)
+      s.staged = staged && self->state.cfg.staging.offered();
+  maybe_ready(self, key);
+}
+
+/// A room that needs the down peer `peer`: the decider hears of it with the
+/// prefill ranks still there (their rooms conclude the same), and it fails
+/// at once with the peer's cause.
+void fail_fast(self_ptr self, decode_room& room, const peer_t& peer) {
+  join(self, room);
+  report(self, room, peer.down_cause);
+}
+
+/// The prefill instance at `key` cannot serve rooms now: its live rooms here
+/// fail with `why`, new ones fail at once with `cause` until a probe finds it
+/// whole again. `survivors` are its ranks still there (the room's prefill
+/// side for the decider); empty keeps the ones known.
+void mark_down(self_ptr self, const std::string& key, const failure& why, failure cause,
+               std::optional<std::vector<participant>> survivors = std::nullopt) {
+  auto& st = self->state;
+  auto p = st.peers.find(key);
+  if (p == st.peers.end())
+    return;
+  auto& peer = p->second;
+  bool fresh = peer.phase != peer_t::stage::down;
+  if (fresh || peer.down_cause.code != errc::instance_dead)
+    peer.down_cause = std::move(cause);  // a departure's words stay once known
+  if (survivors)
+    peer.everyone = std::move(*survivors);
+  if (fresh) {
+    log().warn("{} prefill instance {} at {} is down: new rooms to it fail at once ({})", who(self),
+               peer.instance.empty() ? key : peer.instance, key, to_string(peer.down_cause));
+    for (auto& [rank, handle] : peer.handles)
+      self->demonitor(handle.address());
+    peer.phase = peer_t::stage::down;
+    peer.handles.clear();
+    peer.accepted.clear();
+    peer.sources.clear();
+    ++peer.round;  // a handshake under way is void
+    peer.in_flight = false;
+    peer.attempts = 0;
+  }
+  // Live rooms: those bound to it fail with what happened to them; those
+  // still waiting for it fail with the peer's cause.
+  for_rooms_of(self, key, [&](decode_room& room) {
+    if (room.fsm().awaiting_verdict() && !fresh)
+      return;  // reported already
+    if (room.requested() || room.fsm().awaiting_verdict())
+      report(self, room, why);
+    else
+      fail_fast(self, room, peer);
+  });
+  arm_probe(self, peer, key);
+}
+
+/// Connects straight to the process of prefill rank `reg` (unless it is
+/// this process or its bootstrap's, already reached), then calls `then()`.
+template <class Then>
+void reach_rank(self_ptr self, const peer_t& peer, const rank_registration& reg, Then then) {
+  auto node = reg.handle.node();
+  if (!reg.control.published() || node == self->node() || node == peer.bootstrap_node) {
+    then(std::string{});
+    return;
+  }
+  // One endpoint per process (a per-rank process publishes one rank): every
+  // actor of this process that connects to it asks the middleman for the
+  // same host:port, which it connects to once.
+  resolve_published<prefill_rank_actor>(
+      self, prefill_rank_actor{}, reg.control.host, reg.control.port, request_timeout,
+      "prefill rank", guarded_callback(self, [then](caf::expected<prefill_rank_actor> found) {
+        then(found ? std::string{} : caf::to_string(found.error()));
+      }));
+}
+
+/// Asks the decider to connect to the instance's ranks before any room names
+/// them (reach_peers), unless none lives in a process of its own.
+void reach_from_decider(self_ptr self, const std::string& key, uint64_t round) {
+  auto& st = self->state;
+  auto& peer = st.peers.at(key);
+  // Never a second connection between two processes: CAF 0.17 may drop the
+  // first one with it. A decider in this process shares this process's
+  // connection to the bootstrap's node.
+  bool local_decider = st.decider.node() == self->node();
+  reach_peers ask;
+  for (auto& r : peer.everyone)
+    if (r.control.published() && r.handle.node() != st.decider.node() &&
+        !(local_decider && r.handle.node() == peer.bootstrap_node))
+      ask.ranks.push_back(r);
+  if (ask.ranks.empty()) {
+    peer.decider_reached = true;
+    return;
+  }
+  self->request(st.decider, request_timeout, std::move(ask))
+      .then(guarded_callback(self,
+                             [self, key, round](reach_peers&) {
+                               auto p = self->state.peers.find(key);
+                               if (p == self->state.peers.end() || p->second.round != round)
+                                 return;
+                               p->second.decider_reached = true;
+                               maybe_ready(self, key);
+                             }),
+            guarded_callback(self, [self, key, round](caf::error& err) {
+              auto p = self->state.peers.find(key);
+              if (p == self->state.peers.end() || p->second.round != round)
+                return;
+              resolve_failed(
+                  self, key,
+                  "the decider could not reach the prefill ranks: " + self->system().render(err));
+            }));
+}
+
 void on_topology(self_ptr self, const std::string& key, topology topo) {
   auto& st = self->state;
   auto p = st.peers.find(key);
   if (p == st.peers.end())
     return;
   auto& peer = p->second;
+  auto& me = st.cfg.self;
+  auto whole = instance_ref(role::prefill, topo.instance, topo.instance_generation);
+  if (auto old = st.generations.stale(whole, me)) {
+    resolve_failed(self, key, old->cause);  // an old bootstrap still answers: ask again
+    return;
+  }
+  if (topo.dead()) {
+    // A rank left and has not come back: the instance serves no room.
+    std::vector<participant> survivors;
+    for (auto& r : topo.ranks)
+      survivors.push_back({r.rank, r.handle, r.control});
+    peer.instance = topo.instance;
+    auto cause = *instance_dead(topo);
+    mark_down(self, key, cause, cause, std::move(survivors));
+    auto& again = st.peers.at(key);
+    again.in_flight = false;
+    ++again.attempts;
+    return;
+  }
   if (!topo.complete()) {
     resolve_failed(self, key,
                    "prefill instance " + topo.instance + " has " +
@@ -275,18 +434,13 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
                        std::to_string(size_t{topo.tp_size} * topo.pp_size) + " ranks registered");
     return;
   }
-  auto& me = st.cfg.self;
   auto& mine = st.cfg.pool.layout;
-  auto whole = instance_ref(role::prefill, topo.instance, topo.instance_generation);
-  if (auto old = st.generations.stale(whole, me)) {
-    resolve_failed(self, key, old->cause);  // an old bootstrap still answers: ask again
-    return;
-  }
   if (auto seen = st.generations.note(whole); seen.replaced)
     log().warn("{} {}", who(self), incarnations::restarted(whole, seen.previous, me).cause);
+  peer.instance = topo.instance;
   peer.everyone.clear();
   for (auto& r : topo.ranks)
-    peer.everyone.push_back({r.rank, r.handle});
+    peer.everyone.push_back({r.rank, r.handle, r.control});
   instance_size psize{topo.tp_size, topo.pp_size};
   instance_size dsize{st.cfg.tp_size, st.cfg.pp_size};
   if (auto bad = check_sizes(psize, dsize)) {
@@ -298,6 +452,9 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
   peer.sources.clear();
   peer.handles.clear();
   peer.accepted.clear();
+  peer.decider_reached = false;
+  auto round = ++peer.round;
+  std::vector<const rank_registration*> regs;
   for (auto& s : plan) {
     auto reg = std::find_if(topo.ranks.begin(), topo.ranks.end(),
                             [&](auto& r) { return r.rank.tp == s.tp && r.rank.pp == s.pp; });
@@ -314,27 +471,46 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
     peer.sources.push_back(
         {reg->rank, s.dummy, s.writes_aux, reg->data_endpoint, reg->layout, false});
     peer.handles.emplace(reg->rank, reg->handle);
+    regs.push_back(&*reg);
   }
-  for (auto& src : peer.sources) {
-    auto rank = src.rank;
-    dest_registration reg{me, caf::actor_cast<decode_rank_actor>(self), st.cfg.data_endpoint, mine,
-                          st.cfg.staging};
-    self->request(peer.handles.at(rank), request_timeout, std::move(reg))
-        .then(guarded_callback(self,
-                               [self, key, rank](dest_accepted& ok) {
-                                 on_accepted(self, key, rank, ok.staged);
-                               }),
-              guarded_callback(self, [self, key, rank](caf::error& err) {
-                auto why = to_failure(err, self->state.cfg.self);
-                if (why.code == errc::layout_mismatch || why.code == errc::unsupported) {
-                  why.origin = rank;
-                  refuse(self, key, std::move(why));
-                } else {
-                  resolve_failed(
-                      self, key,
-                      "registration with " + to_string(rank) + ": " + self->system().render(err));
-                }
-              }));
+  reach_from_decider(self, key, round);
+  for (auto* reg : regs) {
+    auto rank = reg->rank;
+    auto handle = reg->handle;
+    // Its process first (a connection this rank opens), then the registration.
+    reach_rank(self, peer, *reg, [self, key, round, rank, handle](std::string error) {
+      auto p = self->state.peers.find(key);
+      if (p == self->state.peers.end() || p->second.round != round)
+        return;
+      if (!error.empty()) {
+        resolve_failed(self, key, "connecting to " + to_string(rank) + ": " + error);
+        return;
+      }
+      auto& st = self->state;
+      auto timeout = p->second.phase == peer_t::stage::down ? st.cfg.limits.silence()
+                                                            : caf::timespan{request_timeout};
+      dest_registration reg{st.cfg.self, caf::actor_cast<decode_rank_actor>(self),
+                            st.cfg.data_endpoint, st.cfg.pool.layout, st.cfg.staging};
+      self->request(handle, timeout, std::move(reg))
+          .then(guarded_callback(self,
+                                 [self, key, round, rank](dest_accepted& ok) {
+                                   on_accepted(self, key, round, rank, ok.staged);
+                                 }),
+                guarded_callback(self, [self, key, round, rank](caf::error& err) {
+                  auto p = self->state.peers.find(key);
+                  if (p == self->state.peers.end() || p->second.round != round)
+                    return;
+                  auto why = to_failure(err, self->state.cfg.self);
+                  if (why.code == errc::layout_mismatch || why.code == errc::unsupported) {
+                    why.origin = rank;
+                    refuse(self, key, std::move(why));
+                  } else {
+                    resolve_failed(
+                        self, key,
+                        "registration with " + to_string(rank) + ": " + self->system().render(err));
+                  }
+                }));
+    });
   }
 }
 
@@ -342,7 +518,9 @@ void start_resolve(self_ptr self, const std::string& key) {
   auto& peer = self->state.peers.at(key);
   // The handshake names this rank: wait for the decider to give it its
   // instance generation.
-  if (peer.in_flight || peer.phase != peer_t::stage::resolving || !self->state.registered)
+  if (peer.in_flight ||
+      (peer.phase != peer_t::stage::resolving && peer.phase != peer_t::stage::down) ||
+      !self->state.registered)
     return;
   peer.in_flight = true;
   resolve_published<bootstrap_actor>(
@@ -352,6 +530,8 @@ void start_resolve(self_ptr self, const std::string& key) {
           resolve_failed(self, key, self->system().render(found.error()));
           return;
         }
+        if (auto p = self->state.peers.find(key); p != self->state.peers.end())
+          p->second.bootstrap_node = found->node();
         self->request(*found, request_timeout, topology_atom_v)
             .then(
                 guarded_callback(
@@ -469,28 +649,30 @@ void drop_peer(self_ptr self, decltype(decode_rank_state::peers)::iterator p, co
   self->state.peers.erase(p);
 }
 
-/// A prefill rank of an instance this rank receives from is gone: the
-/// instance is dropped (drop_peer).
-void drop_instance_of(self_ptr self, const rank_ref& gone, const failure& why) {
+/// A prefill rank went down: its down_msg here, its bootstrap's rank_left
+/// (`departure`: the instance is dead until the rank registers again), or a
+/// verdict that names it lost. Its instance is down: the live rooms bound to
+/// it fail (lost by its link, `link`, it may live on cut off and conclude on
+/// its own: the cause both sides of a cut word alike), and new rooms fail at
+/// once until a probe finds the instance whole.
+void lose_source(self_ptr self, const rank_ref& gone, const std::string& reason, bool link,
+                 spdlog::level::level_enum level, const rank_left* departure = nullptr) {
   auto& st = self->state;
+  log().log(level, "{} prefill {} went down: {}", who(self), to_string(gone), reason);
+  failure went{errc::peer_down, "prefill " + to_string(gone) + " went down (" + reason + ")",
+               st.cfg.self};
+  auto why = link ? decider_lost(decider_ref(st.cfg.self.instance)) : went;
+  auto cause = departure ? instance_dead(gone.instance, gone.instance_generation, *departure)
+                         : failure{errc::peer_down, went.cause, gone};
   for (auto p = st.peers.begin(); p != st.peers.end(); ++p)
     if (serves(p->second, gone)) {
-      drop_peer(self, p, why);
+      std::vector<participant> survivors;
+      for (auto& r : p->second.everyone)
+        if (!same_place(r.rank, gone))
+          survivors.push_back(r);
+      mark_down(self, p->first, why, cause, std::move(survivors));
       return;
     }
-}
-
-/// A prefill rank went down: its down_msg here, or its bootstrap's rank_left.
-/// Lost by its link (`link`), it may live on cut off and conclude on its own:
-/// its rooms fail with the cause both sides of a cut word alike.
-void lose_source(self_ptr self, const rank_ref& gone, const std::string& reason, bool link,
-                 spdlog::level::level_enum level) {
-  log().log(level, "{} prefill {} went down: {}", who(self), to_string(gone), reason);
-  drop_instance_of(
-      self, gone,
-      link ? decider_lost(decider_ref(self->state.cfg.self.instance))
-           : failure{errc::peer_down, "prefill " + to_string(gone) + " went down (" + reason + ")",
-                     self->state.cfg.self});
 }
 
 void on_down(self_ptr self, const caf::down_msg& dm) {
@@ -521,9 +703,15 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
 /// another node, a silent partition): the instance is looked up again for the
 /// next rooms, as after a down_msg, and its live rooms here fail the same way.
 void forget_lost_source(self_ptr self, const failure& why) {
-  if (why.origin.side == role::prefill &&
-      (why.code == errc::peer_down || why.code == errc::heartbeat_lost))
-    drop_instance_of(self, why.origin, why);
+  if (why.origin.side != role::prefill ||
+      (why.code != errc::peer_down && why.code != errc::heartbeat_lost))
+    return;
+  auto& st = self->state;
+  for (auto p = st.peers.begin(); p != st.peers.end(); ++p)
+    if (serves(p->second, why.origin)) {
+      mark_down(self, p->first, why, why);
+      return;
+    }
 }
 
 /// A verdict says contact was lost across instances (decider_lost: a rank
@@ -592,6 +780,9 @@ decode_rank_actor::behavior_type decode_rank(
             break;
           case peer_t::stage::refused:
             report(self, room, p->second.refusal);
+            break;
+          case peer_t::stage::down:
+            fail_fast(self, room, p->second);
             break;
           case peer_t::stage::resolving:
             start_resolve(self, key);
@@ -691,7 +882,18 @@ decode_rank_actor::behavior_type decode_rank(
       },
       [self](rank_left& msg) {
         lose_source(self, msg.rank, msg.reason, msg.link_lost,
-                    msg.orderly ? spdlog::level::info : spdlog::level::warn);
+                    msg.orderly ? spdlog::level::info : spdlog::level::warn, &msg);
+      },
+      [self](topology& topo) {
+        // The bootstrap of an instance this rank looked up: whole again.
+        if (!topo.complete() || topo.dead())
+          return;
+        for (auto& [key, peer] : self->state.peers)
+          if (peer.instance == topo.instance && peer.phase == peer_t::stage::down) {
+            peer.in_flight = true;
+            on_topology(self, key, std::move(topo));
+            return;
+          }
       },
       // -- the decider ----------------------------------------------------------
       [self](room_keyed& msg) {
@@ -790,8 +992,11 @@ decode_rank_actor::behavior_type decode_rank(
         report(self, room, std::move(why));
       },
       [self](retry_atom, std::string& key) {
-        if (self->state.peers.count(key))
-          start_resolve(self, key);
+        auto p = self->state.peers.find(key);
+        if (p == self->state.peers.end())
+          return;
+        p->second.probe_armed = false;
+        start_resolve(self, key);
       },
       [self](register_atom) {
         if (!self->state.registered)

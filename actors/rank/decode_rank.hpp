@@ -52,9 +52,19 @@ struct decode_rank_state {
 
   /// One prefill instance as seen from this rank.
   struct prefill_peer {
-    enum class stage { resolving, ready, refused };
+    /// resolving: looked up, rooms wait; ready: rooms proceed; refused: the
+    /// pairing cannot work (rooms fail); down: a rank of it left or was lost,
+    /// so new rooms fail at once with `down_cause` while it is probed again
+    /// (a new topology, a handshake) until it is back.
+    enum class stage { resolving, ready, refused, down };
     stage phase = stage::resolving;
     bootstrap_locator where;
+    std::string instance;          // its name, once a topology named it
+    caf::node_id bootstrap_node;   // the bootstrap's node: its ranks there are reached directly
+    uint64_t round = 0;            // bumped per topology: older callbacks are ignored
+    bool decider_reached = false;  // the decider connected to its ranks (reach_peers)
+    failure down_cause;            // phase down: what new rooms fail with
+    bool probe_armed = false;      // phase down: a probe is scheduled
     std::vector<participant> everyone;  // every rank of the instance: the room's prefill side
     std::vector<room_source> sources;   // the ranks this rank receives from
     std::map<rank_ref, prefill_rank_actor> handles;  // of the sources

@@ -138,6 +138,12 @@ void handle_request(self_ptr self, prefill_room& room, const room_request& req) 
     watch_decider(self, req.decider, decider_ref(req.decode_rank.instance));
   }
   room.adopt(req.key.generation);
+  if (st.instance_down) {
+    // A rank of this instance is gone: the room cannot be served; the
+    // decider decides (and words it) for every rank.
+    report(self, room, *st.instance_down);
+    return;
+  }
   auto peer = st.peers.find(req.decode_rank);
   if (peer == st.peers.end()) {
     report(self, room,
@@ -235,7 +241,8 @@ void register_with_bootstrap(self_ptr self) {
         st.bootstrap = *found;
         rank_registration reg{st.cfg.self,          caf::actor_cast<prefill_rank_actor>(self),
                               st.cfg.data_endpoint, st.cfg.layout,
-                              st.cfg.tp_size,       st.cfg.pp_size};
+                              st.cfg.tp_size,       st.cfg.pp_size,
+                              st.cfg.control,       st.cfg.rank_generation};
         self->request(st.bootstrap, request_timeout, std::move(reg))
             .then(guarded_callback(self,
                                    [self](registration_ack& ack) {
@@ -331,7 +338,8 @@ prefill_rank_actor::behavior_type prefill_rank(
   self->set_down_handler(guarded_callback(self, [self](caf::down_msg& dm) { on_down(self, dm); }));
   // The transfer actor lives and dies with its rank: no orphan keeps writing.
   self->link_to(self->state.cfg.transfer);
-  if (!self->state.cfg.bootstrap.host.empty() || self->state.cfg.bootstrap.handle)
+  if ((!self->state.cfg.bootstrap.host.empty() || self->state.cfg.bootstrap.handle) &&
+      !self->state.cfg.publish_first)
     register_with_bootstrap(self);
   return guarded<prefill_rank_actor::behavior_type>(
       [self](const std::string& what) { return on_exception(self, what); },
@@ -457,6 +465,32 @@ prefill_rank_actor::behavior_type prefill_rank(
           return;
         }
         store_pending(self, req);
+      },
+      [self](control_endpoint& at) {
+        auto& st = self->state;
+        st.cfg.control = std::move(at);
+        if (st.cfg.publish_first && !st.registered) {
+          st.cfg.publish_first = false;
+          if (!st.cfg.bootstrap.host.empty() || st.cfg.bootstrap.handle)
+            register_with_bootstrap(self);
+        }
+      },
+      [self](topology& topo) {
+        // From the bootstrap, after a rank of this instance left or joined.
+        auto& st = self->state;
+        auto was = st.instance_down.has_value();
+        st.instance_down = instance_dead(topo);
+        if (!st.instance_down) {
+          if (was)
+            log().info("{} the instance is whole again", who(self));
+          return;
+        }
+        if (!was)
+          log().warn("{} {}", who(self), st.instance_down->cause);
+        // Rooms bound to a decider cannot succeed: it hears why now.
+        for (auto& [id, room] : st.rooms)
+          if (!room.fsm().terminal() && !room.fsm().awaiting_verdict() && st.deciders.count(id))
+            report(self, room, *st.instance_down);
       },
       [self](room_verdict& v) {
         heard_from_sender(self);

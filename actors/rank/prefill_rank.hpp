@@ -41,6 +41,14 @@ struct prefill_rank_config {
   bool staging = false;
   /// Held while the actor lives: the slots of its rooms watch it.
   std::shared_ptr<const void> alive;
+  /// Where this rank's actor is published for decode processes to connect to
+  /// it directly (not published: they reach it through its bootstrap's node).
+  control_endpoint control;
+  /// The rank registers only once told where it is published (a
+  /// control_endpoint message from its runtime).
+  bool publish_first = false;
+  /// This rank's own incarnation (a restarted rank process draws a new one).
+  uint64_t rank_generation = 0;
 };
 
 struct prefill_rank_state {
@@ -80,6 +88,9 @@ struct prefill_rank_state {
 
   bootstrap_actor bootstrap;
   bool registered = false;
+  /// Set while the bootstrap says a rank of this instance left and has not
+  /// come back: why the instance serves no room (instance_dead).
+  std::optional<failure> instance_down;
   /// The deciders of this rank's live rooms, watched for silence.
   silence_watch<caf::actor_addr, caf::actor_clock::time_point, rank_ref> heard;
   bool beat_armed = false;

@@ -1,6 +1,8 @@
 #include "apps/bench/suite_failover.hpp"
 
+#include <climits>
 #include <csignal>
+#include <cstdint>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -21,15 +23,25 @@ std::string demo_path() {
   return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kvferry-demo").string();
 }
 
-/// Strike-to-all-concluded times of `n` trials with `signal`; a trial whose
-/// survivors disagree aborts the suite.
-std::vector<double> trials(int n, int signal, bool& agreed) {
-  std::vector<double> ms;
+/// What the trials of one kind measured.
+struct measured {
+  std::vector<double> strike_ms;     ///< strike to every struck room concluded, per trial
+  std::vector<double> fail_fast_ms;  ///< per room opened to the dead instance
+  std::vector<double> restart_ms;    ///< restart to the first room that succeeded again
+};
+
+/// `n` trials with `signal`; a trial whose survivors disagree makes the
+/// suite fail. With `restart`, the struck rank's process is started again
+/// right after the strike (kills only).
+measured trials(int n, int signal, bool restart, bool& agreed) {
+  measured m;
+  auto& ms = m.strike_ms;
   for (int i = 0; i < n; ++i) {
     apps::failover_options o;
     o.demo = demo_path();
     o.signal = signal;
     o.rooms = 60;
+    o.restart = restart;
     auto r = apps::run_failover(o);
     if (!r.error.empty())
       throw std::runtime_error(r.error);
@@ -42,15 +54,30 @@ std::vector<double> trials(int n, int signal, bool& agreed) {
       agreed = false;
     }
     ms.push_back(r.strike_to_all_concluded_ms());
+    // Rooms opened once the survivors know (100 ms after the strike), and
+    // before any restart: they need a dead instance.
+    auto known = r.strike_ns + 100'000'000;
+    auto until = r.restarted_ns != 0 ? r.restarted_ns : INT64_MAX;
+    if (signal == SIGKILL)
+      for (auto f : r.fail_fast_ms(known, until))
+        m.fail_fast_ms.push_back(f);
+    if (r.restarted_ns != 0) {
+      auto back = r.first_success_after_ms(r.restarted_ns, 4);  // decode x2, prefill x2
+      if (back >= 0)
+        m.restart_ms.push_back(back);
+      else
+        std::cerr << "kvferry-bench failover: no room succeeded after the restart\n";
+    }
   }
-  return ms;
+  return m;
 }
 
 }  // namespace
 
 int run_failover_suite(const args& a) {
-  int kills = static_cast<int>(a.get("kills", uint64_t{a.has("quick") ? 3u : 10u}));
+  int kills = static_cast<int>(a.get("kills", uint64_t{a.has("quick") ? 3u : 20u}));
   int stops = static_cast<int>(a.get("stops", uint64_t{a.has("quick") ? 2u : 5u}));
+  int restarts = static_cast<int>(a.get("restarts", uint64_t{a.has("quick") ? 2u : 5u}));
   bool agreed = true;
   auto silence = std::chrono::duration<double, std::milli>(deadlines{}.silence()).count();
   // One figure of `ms` (strike to all concluded, per trial) at percentile `p`.
@@ -68,14 +95,19 @@ int run_failover_suite(const args& a) {
     f.extra["max"] = percentile(ms, 100);
     print(f, a.json);
   };
-  auto killed = trials(kills, SIGKILL, agreed);
-  if (!killed.empty()) {
-    report("kill_to_all_failed_p50_ms", killed, 50);
-    report("kill_to_all_failed_p99_ms", killed, 99);
+  auto killed = trials(kills, SIGKILL, false, agreed);
+  if (!killed.strike_ms.empty()) {
+    report("kill_to_all_failed_p50_ms", killed.strike_ms, 50);
+    report("kill_to_all_failed_p99_ms", killed.strike_ms, 99);
   }
-  auto stopped = trials(stops, SIGSTOP, agreed);
-  if (!stopped.empty())
-    report("partition_to_all_failed_p99_ms", stopped, 99);
+  if (!killed.fail_fast_ms.empty())
+    report("dead_instance_fail_fast_p99_ms", killed.fail_fast_ms, 99);
+  auto stopped = trials(stops, SIGSTOP, false, agreed);
+  if (!stopped.strike_ms.empty())
+    report("partition_to_all_failed_p99_ms", stopped.strike_ms, 99);
+  auto restarted = trials(restarts, SIGKILL, true, agreed);
+  if (!restarted.restart_ms.empty())
+    report("restart_to_first_success_ms", restarted.restart_ms, 50);
   return agreed ? 0 : 1;
 }
 

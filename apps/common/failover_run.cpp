@@ -99,6 +99,34 @@ uint32_t failover_result::successes_after(int64_t after_ns, size_t ranks) const 
   return n;
 }
 
+std::vector<double> failover_result::fail_fast_ms(int64_t after_ns, int64_t before_ns) const {
+  std::vector<double> out;
+  for (auto& [room, cs] : rooms) {
+    auto opened = opened_ns(room);
+    if (opened <= after_ns || opened >= before_ns || cs.empty() ||
+        !std::all_of(cs.begin(), cs.end(), [](auto& c) { return c.state == "Failed"; }))
+      continue;
+    int64_t last = opened;
+    for (auto& c : cs)
+      last = std::max(last, c.at_ns);
+    out.push_back((last - opened) / 1e6);
+  }
+  return out;
+}
+
+double failover_result::first_success_after_ms(int64_t since_ns, size_t ranks) const {
+  for (auto& [room, cs] : rooms) {  // by room id: by opening time
+    if (opened_ns(room) <= since_ns || cs.size() != ranks ||
+        !std::all_of(cs.begin(), cs.end(), [](auto& c) { return c.state == "Success"; }))
+      continue;
+    int64_t last = since_ns;
+    for (auto& c : cs)
+      last = std::max(last, c.at_ns);
+    return (last - since_ns) / 1e6;
+  }
+  return -1;
+}
+
 failover_result run_failover(const failover_options& o) {
   failover_result r;
   auto epoch = wall_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(o.lead).count();

@@ -86,6 +86,14 @@ struct failover_result {
   /// Rooms that every one of `ranks` ranks concluded Success, among those
   /// opened after `after_ns`.
   uint32_t successes_after(int64_t after_ns, size_t ranks) const;
+  /// Fail fast: for every room opened after `after_ns` (the instance known
+  /// dead by then) and before `before_ns` that every surviving rank
+  /// concluded Failed, ms from its opening to the last rank's conclusion.
+  std::vector<double> fail_fast_ms(int64_t after_ns, int64_t before_ns) const;
+  /// ms from `since_ns` (a restart) to the conclusion, on every one of
+  /// `ranks` ranks, of the first room opened after it that succeeded
+  /// everywhere; negative when none did.
+  double first_success_after_ms(int64_t since_ns, size_t ranks) const;
 };
 
 failover_result run_failover(const failover_options& o);

@@ -38,6 +38,10 @@ caf::expected<hosted_ranks> start_ranks(caf::actor_system& sys, const ranks_spec
       o.pool = out.pools.back()->describe();
       o.transport = spec.transport;
       o.transport_options.listen_host = spec.listen_host;
+      // A prefill rank is reached directly by decode processes and deciders
+      // (they connect; it never connects to them).
+      if (spec.side == role::prefill && spec.publish_control)
+        o.control_host = spec.listen_host;
       o.transport_options.listen_port =
           spec.first_data_port == 0 ? 0 : static_cast<uint16_t>(spec.first_data_port + index);
       o.limits = spec.limits;

@@ -34,7 +34,10 @@ struct ranks_spec {
   deadlines limits;
   staging_options staging;      ///< heterogeneous TP (MHA/GQA): ring and gather buffers
   bootstrap_locator bootstrap;  ///< prefill
-  decider_locator decider;      ///< decode
+  /// Prefill: publish each rank's actor on listen_host (a free port), so that
+  /// decode processes connect to its process directly.
+  bool publish_control = true;
+  decider_locator decider;  ///< decode
 };
 
 struct hosted_ranks {

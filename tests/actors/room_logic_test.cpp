@@ -171,7 +171,7 @@ TEST_CASE("directory: ranks must agree on sizes - page size and dtype", "[logic]
   l2.tp_size = 2;
   l2.kv_heads = 1;
   l2.total_kv_heads = 2;
-  rank_registration r0{rank_ref{role::prefill, "", 0, 0, 0}, {}, "tcp://a:1", l2, 2, 1};
+  rank_registration r0{rank_ref{role::prefill, "", 0, 0, 0}, {}, "tcp://a:1", l2, 2, 1, {}, 0};
   REQUIRE_FALSE(dir.add(r0));
   auto topo = dir.snapshot();
   CHECK_FALSE(topo.complete());
@@ -198,4 +198,46 @@ TEST_CASE("directory: ranks must agree on sizes - page size and dtype", "[logic]
   CHECK(dir.remove(1, 0));
   CHECK_FALSE(dir.snapshot().complete());
   CHECK_FALSE(dir.remove(1, 0));
+}
+
+TEST_CASE("directory: a rank that departs leaves the instance dead until it registers again",
+          "[logic][bootstrap]") {
+  directory dir{"prefill-0", 77, "10.0.0.5:8998"};
+  auto l2 = layout();
+  l2.tp_size = 2;
+  l2.kv_heads = 1;
+  l2.total_kv_heads = 2;
+  rank_registration r0{rank_ref{role::prefill, "", 0, 0, 0}, {}, "tcp://a:1", l2, 2, 1, {}, 0};
+  auto r1 = r0;
+  r1.rank.tp = 1;
+  r1.layout.tp_rank = 1;
+  REQUIRE_FALSE(dir.add(r0));
+  REQUIRE_FALSE(dir.add(r1));
+  CHECK_FALSE(dir.snapshot().dead());
+
+  // Nobody registered at tp3: nothing to record.
+  CHECK_FALSE(
+      dir.depart(rank_left{rank_ref{role::prefill, "x", 1, 3, 0}, "kill", false, true, 5, {}}));
+  auto gone =
+      dir.depart(rank_left{rank_ref{role::prefill, "", 0, 1, 0}, "kill", false, true, 5, {}});
+  REQUIRE(gone);
+  CHECK(gone->bootstrap == "10.0.0.5:8998");
+  CHECK(gone->rank.instance == "prefill-0");
+  CHECK(gone->rank.instance_generation == 77u);
+  auto topo = dir.snapshot();
+  CHECK(topo.dead());
+  CHECK_FALSE(topo.complete());
+  CHECK(topo.tp_size == 2);  // the shape stays while a rank is missing
+  REQUIRE(topo.departed.size() == 1);
+  CHECK(topo.departed[0] == *gone);
+  CHECK(topo.bootstrap == "10.0.0.5:8998");
+  REQUIRE(instance_dead(topo));
+  CHECK(instance_dead(topo)->code == errc::instance_dead);
+
+  // The rank registers again: whole, and nothing departed.
+  REQUIRE_FALSE(dir.add(r1));
+  topo = dir.snapshot();
+  CHECK(topo.complete());
+  CHECK_FALSE(topo.dead());
+  CHECK_FALSE(instance_dead(topo));
 }

@@ -25,6 +25,9 @@ TEST_CASE_METHOD(protocol_fixture, "registration: the prefill rank joins its boo
   REQUIRE(sched.prioritize(p()));
   sched.run_once();
   expect((rank_registration), from(p()).to(boot));
+  // Every registered rank hears the instance's topology after each change
+  // (whole now), then the answer.
+  expect((topology), from(boot).to(p()));
   expect((registration_ack), from(boot).to(p()).with(registration_ack{"prefill-0", 7}));
   auto topo = ask<topology>(boot, topology_atom_v);
   REQUIRE(topo.complete());

@@ -95,12 +95,16 @@ TEST_CASE_METHOD(coordinator_fixture, "messages with actor handles round-trip",
   auto boot = sys.spawn(bootstrap, std::string{"prefill-0"}, uint64_t{1});
   bootstrap_locator loc{boot, "127.0.0.1", 8998};
   CHECK(roundtrip(loc) == loc);
-  topology t{"prefill-0", 5, 1, 1, {}};
+  topology t{"prefill-0", 5, 1, 1, {}, {}, {}};
+  t.departed.push_back(rank_left{sample_rank(), "kill", false, true, 123, "127.0.0.1:8998"});
+  t.bootstrap = "127.0.0.1:8998";
   CHECK(roundtrip(t) == t);
   room_request req{room_key{1, 2}, sample_rank(), {}, {5, 6}, 0, {{1}}, true};
   CHECK(roundtrip(req) == req);
-  room_join j{9, sample_rank(), {participant{sample_rank(), {}}}};
+  room_join j{9, sample_rank(), {participant{sample_rank(), {}, {"127.0.0.1", 4242}}}};
   CHECK(roundtrip(j) == j);
+  reach_peers rp{{participant{sample_rank(), {}, {"::1", 1}}}};
+  CHECK(roundtrip(rp) == rp);
   decider_locator dl{{}, "127.0.0.1", 9000};
   CHECK(roundtrip(dl) == dl);
   member_registration mr{sample_rank(), {}, 2, 1};

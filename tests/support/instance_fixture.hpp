@@ -165,6 +165,14 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
     sched.run();
   }
 
+  /// A new process for prefill rank `index` (tp + pp * tp size), killed
+  /// before: it registers with the same bootstrap again.
+  void replace_prefill_rank(size_t index, uint32_t tp, uint32_t pp) {
+    auto t = static_cast<uint32_t>(index % tp);
+    auto s = static_cast<uint32_t>(index / tp);
+    prefill[index] = make(role::prefill, t, tp, s, pp, index);
+  }
+
   /// Opens room `id` on every rank, sends its pages in chunks of `chunk`
   /// (0: one chunk); the prefill pools get the room's pattern first.
   struct room_handles {
