@@ -8,9 +8,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include <caf/allowed_unsafe_message_type.hpp>
 
@@ -84,6 +88,51 @@ class room_slot {
 
 /// Shared by the scheduler's sender/receiver object and the rank actor.
 using room_slot_ptr = std::shared_ptr<room_slot>;
+
+/// What a rank actor publishes beyond its rooms' slots, on purpose, for its
+/// scheduler (a router) to read without a round trip: the prefill instances
+/// a decode rank knows down (by bootstrap key, with the cause new rooms fail
+/// with), and on a prefill rank its own instance's death and the rooms decode
+/// ranks asked for that its scheduler has not opened (a router may have sent
+/// them here). Written by the actor only; read from any thread.
+class rank_board {
+ public:
+  void set_down(const std::string& key, failure why) {
+    std::lock_guard<std::mutex> g{mu_};
+    down_.insert_or_assign(key, std::move(why));
+  }
+  void set_up(const std::string& key) {
+    std::lock_guard<std::mutex> g{mu_};
+    down_.erase(key);
+  }
+  std::optional<failure> down(const std::string& key) const {
+    std::lock_guard<std::mutex> g{mu_};
+    auto i = down_.find(key);
+    if (i == down_.end())
+      return std::nullopt;
+    return i->second;
+  }
+  void add_requested(uint64_t room) {
+    std::lock_guard<std::mutex> g{mu_};
+    requested_.insert(room);
+  }
+  void remove_requested(uint64_t room) {
+    std::lock_guard<std::mutex> g{mu_};
+    requested_.erase(room);
+  }
+  std::vector<uint64_t> requested() const {
+    std::lock_guard<std::mutex> g{mu_};
+    return {requested_.begin(), requested_.end()};
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, failure> down_;
+  std::set<uint64_t> requested_;  // bounded by the prefill rank's pending requests
+};
+
+/// The key a prefill rank uses on its board for its own instance.
+inline const std::string own_instance_key = "self";
 
 }  // namespace kvferry
 

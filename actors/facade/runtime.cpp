@@ -191,7 +191,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
                             alive,
                             {},
                             false,
-                            0};
+                            0,
+                            rt->board_};
     cfg.rank_generation = first_generation();
     cfg.publish_first = !o.control_host.empty();
     rt->prefill_ = sys.spawn(prefill_rank, std::move(cfg));
@@ -229,8 +230,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
           sys.spawn(kvferry::staging, staging_config{rt->rank_, pool, staging_base, staging_bytes});
       offer = staging_offer{rt->staging_, staging_region, staging_bytes};
     }
-    decode_rank_config cfg{rt->rank_, o.tp_size, o.pp_size, pool,  rt->endpoint_,
-                           o.limits,  net,       o.decider, offer, alive};
+    decode_rank_config cfg{rt->rank_, o.tp_size, o.pp_size, pool,  rt->endpoint_, o.limits,
+                           net,       o.decider, offer,     alive, rt->board_};
     rt->decode_ = sys.spawn(decode_rank, std::move(cfg));
   }
   log().info("[{}] started: {} transport at {}", to_string(rt->rank_), o.transport, rt->endpoint_);
@@ -261,6 +262,18 @@ receiver runtime::make_receiver(uint64_t room, bootstrap_locator where) {
   }
   caf::anon_send(decode_, room_open_atom_v, room, std::move(where), slot);
   return receiver{decode_, room, std::move(slot)};
+}
+
+std::optional<failure> runtime::prefill_down(const bootstrap_locator& where) const {
+  return board_->down(where.key());
+}
+
+std::optional<failure> runtime::instance_down() const {
+  return board_->down(own_instance_key);
+}
+
+std::vector<uint64_t> runtime::requested_rooms() const {
+  return board_->requested();
 }
 
 void runtime::stop() {

@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
@@ -102,6 +104,17 @@ class runtime {
   /// Prefill: the port its actor is published on (0: not published).
   uint16_t control_port() const { return control_port_; }
 
+  /// Decode: why the prefill instance at `where` is down (new rooms to it
+  /// fail at once), nullopt while it is not known down. A router reads it to
+  /// send rooms elsewhere. No round trip: what the rank actor published.
+  std::optional<failure> prefill_down(const bootstrap_locator& where) const;
+  /// Prefill: why this rank's own instance is dead (a rank left and did not
+  /// come back), nullopt while it is whole.
+  std::optional<failure> instance_down() const;
+  /// Prefill: rooms decode ranks asked this rank for that its scheduler has
+  /// not opened (a router sent them here).
+  std::vector<uint64_t> requested_rooms() const;
+
   /// The rank actor, for schedulers that are actors themselves.
   prefill_rank_actor prefill() const { return prefill_; }
   decode_rank_actor decode() const { return decode_; }
@@ -136,6 +149,7 @@ class runtime {
   decider_actor own_decider_;                // spawned for a one-rank decode instance
   std::weak_ptr<const void> alive_;          // held by the rank actor while it lives
   uint16_t control_port_ = 0;                // where the prefill rank is published
+  std::shared_ptr<rank_board> board_ = std::make_shared<rank_board>();
   bool stopped_ = false;
 };
 

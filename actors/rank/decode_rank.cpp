@@ -266,6 +266,8 @@ void maybe_ready(self_ptr self, const std::string& key) {
     return;
   bool was_down = peer.phase == peer_t::stage::down;
   peer.phase = peer_t::stage::ready;
+  if (was_down && self->state.cfg.board)
+    self->state.cfg.board->set_up(key);
   peer.probe_armed = false;
   if (was_down)
     log().info("{} prefill instance {} at {} is back: new rooms go to it again", who(self),
@@ -318,6 +320,8 @@ void mark_down(self_ptr self, const std::string& key, const failure& why, failur
   bool fresh = peer.phase != peer_t::stage::down;
   if (fresh || peer.down_cause.code != errc::instance_dead)
     peer.down_cause = std::move(cause);  // a departure's words stay once known
+  if (st.cfg.board)
+    st.cfg.board->set_down(key, peer.down_cause);
   if (survivors)
     peer.everyone = std::move(*survivors);
   if (fresh) {

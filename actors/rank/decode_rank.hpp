@@ -45,6 +45,8 @@ struct decode_rank_config {
   staging_offer staging;
   /// Held while the actor lives: the slots of its rooms watch it.
   std::shared_ptr<const void> alive;
+  /// Where it publishes which prefill instances are down (may be null).
+  std::shared_ptr<rank_board> board;
 };
 
 struct decode_rank_state {

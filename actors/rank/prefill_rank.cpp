@@ -221,6 +221,8 @@ void store_pending(self_ptr self, const room_request& req) {
     return;  // decided already: the open will conclude with it
   entry.request = req;
   entry.requests.push_back(req);
+  if (st.cfg.board)
+    st.cfg.board->add_requested(req.key.room);
   if (entry.requests.size() == 1)
     self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, req.key.room,
                        req.key.generation);
@@ -356,6 +358,8 @@ prefill_rank_actor::behavior_type prefill_rank(
         if (auto p = st.pending.find(id); p != st.pending.end()) {
           auto entry = std::move(p->second);
           st.pending.erase(p);
+          if (st.cfg.board)
+            st.cfg.board->remove_requested(id);
           if (entry.verdict) {
             if (entry.request.decider) {
               st.deciders.insert_or_assign(id, entry.request.decider);
@@ -480,6 +484,12 @@ prefill_rank_actor::behavior_type prefill_rank(
         auto& st = self->state;
         auto was = st.instance_down.has_value();
         st.instance_down = instance_dead(topo);
+        if (st.cfg.board) {
+          if (st.instance_down)
+            st.cfg.board->set_down(own_instance_key, *st.instance_down);
+          else
+            st.cfg.board->set_up(own_instance_key);
+        }
         if (!st.instance_down) {
           if (was)
             log().info("{} the instance is whole again", who(self));
@@ -601,6 +611,8 @@ prefill_rank_actor::behavior_type prefill_rank(
         auto p = st.pending.find(id);
         if (p == st.pending.end() || p->second.request.key.generation != generation)
           return;
+        if (st.cfg.board)
+          st.cfg.board->remove_requested(id);  // no longer offered to the scheduler
         if (p->second.verdict) {
           st.pending.erase(p);  // kept long enough for a late open
           return;

@@ -49,6 +49,9 @@ struct prefill_rank_config {
   bool publish_first = false;
   /// This rank's own incarnation (a restarted rank process draws a new one).
   uint64_t rank_generation = 0;
+  /// Where it publishes its instance's death and the rooms asked for but not
+  /// opened (may be null).
+  std::shared_ptr<rank_board> board;
 };
 
 struct prefill_rank_state {

@@ -3,6 +3,7 @@
 #include <climits>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -40,7 +41,7 @@ measured trials(int n, int signal, bool restart, bool& agreed) {
     apps::failover_options o;
     o.demo = demo_path();
     o.signal = signal;
-    o.rooms = 60;
+    o.rooms = restart ? 200 : 60;  // rooms left for the restarted rank to serve
     o.restart = restart;
     auto r = apps::run_failover(o);
     if (!r.error.empty())
@@ -61,6 +62,12 @@ measured trials(int n, int signal, bool restart, bool& agreed) {
     if (signal == SIGKILL)
       for (auto f : r.fail_fast_ms(known, until))
         m.fail_fast_ms.push_back(f);
+    if (std::getenv("KVFERRY_BENCH_TRACE"))
+      for (auto& [room, cs] : r.rooms)
+        for (auto& c : cs)
+          std::cerr << "trace room " << room << " opened+"
+                    << (r.opened_ns(room) - r.strike_ns) / 1e6 << "ms " << c.rank << " " << c.state
+                    << " +" << (c.at_ns - r.opened_ns(room)) / 1e6 << "ms " << c.why << "\n";
     if (r.restarted_ns != 0) {
       auto back = r.first_success_after_ms(r.restarted_ns, 4);  // decode x2, prefill x2
       if (back >= 0)

@@ -4,6 +4,7 @@
 #include <deque>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -108,6 +109,12 @@ std::string run_report::to_text(const std::string& side) const {
      << success << " Success, " << failed << " Failed";
   if (skipped > 0)
     os << ", " << skipped << " skipped (their time passed before the start)";
+  if (rerouted > 0)
+    os << ", " << rerouted
+       << (side_prefill ? " not opened (this instance was dead; routed elsewhere)"
+                        : " re-routed (their prefill instance was down)");
+  if (served_for_others > 0)
+    os << ", " << served_for_others << " re-routed here";
   if (verified + corrupted > 0)
     os << ", " << verified << " verified byte for byte, " << corrupted << " corrupted";
   os << ", " << disagreements << " disagreements";
@@ -218,9 +225,16 @@ bool agree(const std::vector<Handle>& hs) {
 /// reserving random free pages and an aux row for each (the same on every
 /// rank; `open` makes the handles), poll them, account for each conclusion
 /// (`succeeded` checks a room that reached Success), and give its pages back.
+/// Hooks of a router's prefill half (see workload::serve_rerouted): whether
+/// a room of the share is not opened now, and rooms asked for elsewhere.
+struct router_hooks {
+  std::function<bool(uint64_t room)> skip;
+  std::function<std::vector<uint64_t>()> asked;
+};
+
 template <class Open, class Succeeded>
 run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t alloc_seed, Open open,
-                     Succeeded succeeded) {
+                     Succeeded succeeded, const router_hooks& hooks = {}) {
   using handle_t =
       typename decltype(open(uint64_t{}, std::vector<uint32_t>{}, uint32_t{}))::value_type;
   auto& pool = *inst.pools.front();
@@ -241,14 +255,60 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
     r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
     w.on_progress(r);
   };
-  while (next < w.count() || !in_flight.empty()) {
+  std::set<uint64_t> own;  // this driver's share
+  if (hooks.asked)
+    for (uint32_t i = 0; i < w.count(); ++i)
+      own.insert(w.room_id(i));
+  std::set<uint64_t> served;   // re-routed rooms opened here
+  std::deque<uint64_t> extra;  // re-routed rooms waiting for pages
+  auto last_asked = clock_type::now();
+  auto serving = [&] {
+    if (!hooks.asked)
+      return false;
+    if (!extra.empty())
+      return true;
+    if (w.serve_until_ns != 0)
+      return wall_ns() < w.serve_until_ns;
+    return clock_type::now() - last_asked < w.serve_grace;
+  };
+  while (next < w.count() || !in_flight.empty() || serving()) {
     bool progressed = false;
+    if (hooks.asked)
+      for (auto id : hooks.asked())
+        if (!own.count(id) && served.insert(id).second) {
+          extra.push_back(id);
+          last_asked = clock_type::now();
+        }
+    while (!extra.empty() && in_flight.size() < w.concurrency) {
+      auto room = extra.front();
+      auto got = pages.take(w.pages_of(room, pool.page_size()));
+      auto row = rows.take();
+      if (!got || !row) {
+        if (got)
+          pages.give_back(*got);
+        if (row)
+          rows.give_back(*row);
+        break;
+      }
+      extra.pop_front();
+      auto hs = open(room, *got, *row);
+      in_flight.push_back({std::move(hs), room, std::move(*got), *row});
+      ++r.rooms;
+      ++r.served_for_others;
+      progressed = true;
+    }
     if (w.on_progress && clock_type::now() - last_progress >= w.progress_period) {
       last_progress = clock_type::now();
       report_progress();
     }
     while (next < w.count() && in_flight.size() < w.concurrency && due(w, next)) {
       auto room = w.room_id(next);
+      if (hooks.skip && hooks.skip(room)) {
+        ++r.rerouted;
+        ++next;
+        progressed = true;
+        continue;
+      }
       auto got = pages.take(w.pages_of(room, pool.page_size()));
       auto row = rows.take();
       if (!got || !row) {
@@ -338,7 +398,36 @@ run_report drive_prefill(const instance_ranks& inst, const workload& w) {
     return out;
   };
   auto nothing = [](uint64_t, const std::vector<uint32_t>&, uint32_t, run_report&) {};
-  return run_rooms(inst, w, w.seed * 31 + 1, open, nothing);
+  router_hooks hooks;
+  if (w.serve_rerouted) {
+    // Not opened while the instance is dead: a router sends them elsewhere.
+    hooks.skip = [&inst](uint64_t) {
+      for (auto* rt : inst.ranks)
+        if (rt->instance_down())
+          return true;
+      return false;
+    };
+    // Asked for on every rank of the instance (each one's decode peers ask it).
+    hooks.asked = [&inst] {
+      std::vector<uint64_t> out;
+      if (inst.ranks.empty())
+        return out;
+      auto first = inst.ranks.front()->requested_rooms();
+      for (auto id : first) {
+        bool everywhere = true;
+        for (size_t k = 1; k < inst.ranks.size() && everywhere; ++k) {
+          auto more = inst.ranks[k]->requested_rooms();
+          everywhere = std::find(more.begin(), more.end(), id) != more.end();
+        }
+        if (everywhere)
+          out.push_back(id);
+      }
+      return out;
+    };
+  }
+  auto r = run_rooms(inst, w, w.seed * 31 + 1, open, nothing, hooks);
+  r.side_prefill = true;
+  return r;
 }
 
 run_report drive_decode(const instance_ranks& inst, const workload& w,
@@ -348,9 +437,16 @@ run_report drive_decode(const instance_ranks& inst, const workload& w,
 
 run_report drive_decode(const instance_ranks& inst, const workload& w,
                         const std::function<bootstrap_locator(uint64_t room)>& where_of) {
+  uint32_t rerouted = 0;
   auto open = [&](uint64_t room, const std::vector<uint32_t>& pages, uint32_t row) {
     std::vector<receiver> out;
     auto where = where_of(room);
+    if (w.route) {
+      auto to = w.route(room, where);
+      if (to.key() != where.key())
+        ++rerouted;
+      where = std::move(to);
+    }
     for (size_t k = 0; k < inst.ranks.size(); ++k) {
       auto r = inst.ranks[k]->make_receiver(room, where);
       r.init(pages, inst.pools[k]->aux_rows() > 0 ? std::optional<uint32_t>{row} : std::nullopt);
@@ -368,7 +464,9 @@ run_report drive_decode(const instance_ranks& inst, const workload& w,
       r.first_errors.push_back("room " + std::to_string(room) +
                                ": Success but its bytes differ from the prefill pattern");
   };
-  return run_rooms(inst, w, w.seed * 37 + 5, open, verify);
+  auto r = run_rooms(inst, w, w.seed * 37 + 5, open, verify);
+  r.rerouted = rerouted;
+  return r;
 }
 
 }  // namespace kvferry::apps

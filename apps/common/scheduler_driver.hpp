@@ -48,6 +48,18 @@ struct workload {
   /// once at the end.
   std::function<void(const run_report&)> on_progress;
   std::chrono::milliseconds progress_period{200};
+  /// Decode, a router: given a room and the prefill instance it was meant
+  /// for, where to send it now (another instance while that one is known
+  /// down). Rooms sent elsewhere count in run_report::rerouted.
+  std::function<bootstrap_locator(uint64_t room, const bootstrap_locator& planned)> route;
+  /// Prefill, as a router's other half: rooms of this driver's share are not
+  /// opened while the instance is known dead (run_report::rerouted), and rooms
+  /// decode ranks asked for that are not in its share (re-routed here) are
+  /// opened as they come, until serve_until_ns (system clock; 0: until its own
+  /// rooms are done and none was asked for during serve_grace).
+  bool serve_rerouted = false;
+  int64_t serve_until_ns = 0;
+  std::chrono::milliseconds serve_grace{2000};
 
   uint32_t count() const { return ids.empty() ? rooms : static_cast<uint32_t>(ids.size()); }
   uint64_t room_id(uint32_t i) const { return ids.empty() ? first_room + i : ids[i]; }
@@ -89,12 +101,18 @@ struct run_report {
   std::vector<std::string> first_errors;        ///< up to 5 full errors
   std::vector<double> latencies_us;             ///< per room, open to terminal on every rank
   uint32_t skipped = 0;                         ///< paced rooms whose time passed before the start
-  std::vector<conclusion> conclusions;          ///< with workload::record_conclusions
-  std::map<std::string, uint32_t> now;          ///< rooms in flight by their current state
+  /// Decode: rooms sent to another prefill instance than planned (it was
+  /// down). Prefill: rooms of its share not opened while its instance was dead.
+  uint32_t rerouted = 0;
+  uint32_t served_for_others = 0;       ///< prefill: rooms re-routed here and opened
+  std::vector<conclusion> conclusions;  ///< with workload::record_conclusions
+  std::map<std::string, uint32_t> now;  ///< rooms in flight by their current state
+  bool side_prefill = false;            ///< rerouted rooms were not opened here (prefill)
 
   double gbps() const { return seconds > 0 ? bytes / seconds / 1e9 : 0; }
   bool ok() const {
-    return failed == 0 && corrupted == 0 && disagreements == 0 && success + skipped == rooms;
+    return failed == 0 && corrupted == 0 && disagreements == 0 &&
+           success + skipped + (side_prefill ? rerouted : 0) == rooms;
   }
   /// Several lines for people.
   std::string to_text(const std::string& side) const;

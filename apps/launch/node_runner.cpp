@@ -1,5 +1,6 @@
 #include "apps/launch/node_runner.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fstream>
@@ -282,9 +283,43 @@ void drive(const cluster_spec& c, const node_options& opts, int64_t epoch, runni
     }
   };
   if (inst.spec->role == instance_role::prefill) {
+    // The prefill half of the router: where a decode instance can send this
+    // instance's rooms elsewhere, rooms of its share are not opened while it
+    // is dead, and rooms re-routed here are opened as they are asked for.
+    for (auto& d : c.instances)
+      if (d.role == instance_role::decode && d.prefills.size() > 1 &&
+          std::find(d.prefills.begin(), d.prefills.end(), inst.spec->name) != d.prefills.end())
+        w.serve_rerouted = true;
+    if (w.serve_rerouted && ws.requests_per_second > 0)
+      w.serve_until_ns =
+          w.epoch_ns + static_cast<int64_t>(ws.requests) * w.interval_us * 1000 + 3'000'000'000;
     inst.report = apps::drive_prefill(inst.hosted.view(), w);
   } else {
     auto where_of = [&c](uint64_t room) { return bootstrap_of(c, *c.source_of(room)); };
+    // A router: a room whose prefill instance its ranks know down goes to the
+    // next one of the instance's list that is not (back to the first as soon
+    // as it is up again). Only where one driver drives every rank of the
+    // instance: per-rank children decide alone, and the ranks of one room
+    // must all name the same prefill instance.
+    if (inst.hosted.ranks.size() == size_t{inst.spec->tp} * inst.spec->pp &&
+        inst.spec->prefills.size() > 1)
+      w.route = [&c, &inst](uint64_t, const bootstrap_locator& planned) {
+        auto down = [&](const bootstrap_locator& b) {
+          for (auto& r : inst.hosted.ranks)
+            if (r->prefill_down(b))
+              return true;
+          return false;
+        };
+        if (!down(planned))
+          return planned;
+        for (auto& name : inst.spec->prefills)
+          if (auto* pi = c.find_instance(name)) {
+            auto b = bootstrap_of(c, *pi);
+            if (b.key() != planned.key() && !down(b))
+              return b;
+          }
+        return planned;
+      };
     inst.report = apps::drive_decode(inst.hosted.view(), w, where_of);
   }
   report_to(status, inst, &*inst.report, w.rooms, true);
