@@ -21,25 +21,15 @@
 #include <catch2/catch.hpp>
 
 #include "apps/common/child_process.hpp"
+#include "tests/support/free_port.hpp"
 
 using namespace kvferry::apps;
+using kvferry::test::free_port;
 using namespace std::chrono_literals;
 
 namespace {
 
 const std::string launcher = KVFERRY_LAUNCH_PATH;
-
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in{path};

@@ -1,0 +1,249 @@
+// Kill storms through the launcher: two prefill instances (one process per
+// rank, restarted on failure) feed one decode instance (its router sends a
+// dead instance's rooms to the other). Faults at random moments: kill -9 of a
+// random prefill rank process, SIGSTOP of one (resumed 3 s later), and once
+// the whole node of a prefill instance (its bootstrap and ranks; --local
+// restarts it as a new incarnation). Checks: the run ends by itself; every
+// room concluded the same way on every rank that took part (a prefill rank
+// that no decode rank asked only concludes Failed alone); no byte was
+// corrupted; the rooms opened after the last fault healed all succeeded; the
+// decode node's RSS is printed at the start and the end and must not grow
+// without bound. KVFERRY_STORM_FAULTS and KVFERRY_STORM_SECONDS set the size
+// (default 4 faults in 45 s; the soak label: 20 in 120 s).
+//
+// Not reliable yet, so under the soak label only: the launcher's output
+// reaches the test late under load (the faults land later in the workload
+// than planned, sometimes past its end), and rooms re-routed near the end can
+// meet a prefill driver that already stopped serving (they fail by deadline).
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <catch2/catch.hpp>
+
+#include "apps/common/child_process.hpp"
+#include "tests/support/free_port.hpp"
+
+using namespace kvferry::apps;
+using kvferry::test::free_port;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string launcher = KVFERRY_LAUNCH_PATH;
+
+uint32_t env_or(const char* name, uint32_t fallback) {
+  auto* v = std::getenv(name);
+  return v ? static_cast<uint32_t>(std::strtoul(v, nullptr, 10)) : fallback;
+}
+
+/// pids of the processes whose command line contains `needle`.
+std::vector<int> pids_with(const std::string& needle) {
+  std::vector<int> out;
+  child_process ps{{"/usr/bin/pgrep", "-f", "--", needle}};
+  ps.wait(5s);
+  std::istringstream in{ps.output()};
+  int pid = 0;
+  while (in >> pid)
+    if (pid != ::getpid())
+      out.push_back(pid);
+  return out;
+}
+
+/// VmRSS of `pid` in KiB (0 if gone).
+long rss_kib(int pid) {
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/status"};
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::strtol(line.c_str() + 6, nullptr, 10);
+  return 0;
+}
+
+std::string cluster(uint32_t requests, uint32_t per_second) {
+  std::ostringstream f;
+  f << "transport = \"auto\"\nprocesses = \"per-rank\"\nrestart = \"on-failure\"\n"
+    << "restart_backoff = \"100ms\"\nrestart_limit = 50\n\n"
+    << "[deadlines]\nbootstrap = \"5s\"\ntransfer = \"20s\"\n\n"
+    << "[heartbeat]\ninterval = \"200ms\"\nmisses = 5\n\n"
+    << "[workload]\nrequests = " << requests << "\nrequests_per_second = " << per_second
+    << "\nmin_tokens = 16\nmax_tokens = 64\npage_size = 16\npool_pages = 96\n"
+    << "model = \"tiny-gqa\"\nprogress = \"5s\"\n\n";
+  for (auto n : {"prefill-node-0", "prefill-node-1", "decode-node"}) {
+    f << "[[node]]\nname = \"" << n << "\"\nhost = \"127.0.0.1\"\nstatus_port = " << free_port()
+      << "\n";
+    if (std::string{n} == "decode-node")
+      f << "processes = \"per-node\"\n";  // one driver for both ranks: its router re-routes
+    f << "\n";
+  }
+  for (int i = 0; i < 2; ++i)
+    f << "[[instance]]\nname = \"prefill-" << i << "\"\nrole = \"prefill\"\nnode = \"prefill-node-"
+      << i << "\"\ntp = 2\nbootstrap_port = " << free_port() << "\n\n";
+  f << "[[instance]]\nname = \"decode-0\"\nrole = \"decode\"\nnode = \"decode-node\"\ntp = 2\n"
+    << "prefill = [\"prefill-0\", \"prefill-1\"]\n";
+  return f.str();
+}
+
+/// Reads what `run` prints for `d` (a child whose pipe is not read blocks).
+void pump_for(child_process& run, std::chrono::milliseconds d) {
+  run.wait_for_line([](const std::string&) { return false; }, d);
+}
+
+struct conclusion_line {
+  std::string rank;
+  std::string state;
+  int64_t at_ns = 0;
+  std::string why;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "kill storm: random kills, stops and a node loss; every room agrees, healthy rooms "
+    "succeed, the run ends by itself",
+    "[launch][process][storm]") {
+  auto faults = env_or("KVFERRY_STORM_FAULTS", 4);
+  auto seconds = env_or("KVFERRY_STORM_SECONDS", 45);
+  uint32_t per_second = 40;
+  uint32_t requests = seconds * per_second;
+  char name[] = "/tmp/kvferry-storm-XXXXXX.toml";
+  int fd = ::mkstemps(name, 5);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  std::ofstream{name} << cluster(requests, per_second);
+  std::string path = name;
+  std::mt19937 rng{env_or("KVFERRY_STORM_SEED", 7)};
+
+  child_process run{{launcher, "--cluster=" + path, "--local", "--print-conclusions",
+                     "--local-timeout=" + std::to_string(seconds + 90)}};
+  // Wait for the decode node (it starts last), then the first rooms.
+  REQUIRE(run.wait_for_line(
+      [](const std::string& l) { return l.find("decode-0: decode TP 2") != std::string::npos; },
+      60s));
+  // Rooms flow once the decode driver reports progress.
+  REQUIRE(run.wait_for_line(
+      [](const std::string& l) { return l.find("progress: decode-0:") != std::string::npos; },
+      60s));
+  auto storm_start = std::chrono::steady_clock::now();
+  auto decode_pid = pids_with("--node=decode-node");
+  REQUIRE(!decode_pid.empty());
+  long rss_start = rss_kib(decode_pid.front());
+
+  // The faults, spread over the first two fifths of the run; then it heals
+  // (restarts, resumed processes) and what follows must succeed.
+  auto storm = std::chrono::milliseconds{seconds * 1000 * 2 / 5};
+  auto gap = storm / (faults + 1);
+  std::vector<std::string> done;
+  for (uint32_t k = 0; k < faults; ++k) {
+    pump_for(run, std::chrono::duration_cast<std::chrono::milliseconds>(gap));
+    auto victims = pids_with("--rank=prefill-");
+    if (victims.empty())
+      continue;
+    auto pid = victims[rng() % victims.size()];
+    auto t = std::chrono::duration<double>(std::chrono::steady_clock::now() - storm_start).count();
+    UNSCOPED_INFO("fault " << k << " at +" << t << " s");
+    std::fprintf(stderr, "storm: fault %u at +%.1f s\n", k, t);
+    if (k == faults / 2) {
+      // A whole node: the launcher of prefill-node-1 and with it its ranks.
+      auto node = pids_with("--node=prefill-node-1 --kvferry");
+      if (!node.empty()) {
+        ::kill(node.front(), SIGKILL);
+        done.push_back("kill -9 node prefill-node-1");
+        continue;
+      }
+    }
+    if (rng() % 4 == 0) {
+      ::kill(pid, SIGSTOP);
+      done.push_back("SIGSTOP " + std::to_string(pid));
+      std::thread([pid] {
+        std::this_thread::sleep_for(3s);
+        ::kill(pid, SIGCONT);
+      }).detach();
+    } else {
+      ::kill(pid, SIGKILL);
+      done.push_back("kill -9 " + std::to_string(pid));
+    }
+  }
+  auto healed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count() +
+                   6'000'000'000;  // restarts done, stopped ones resumed and past their silence
+  long rss_mid = rss_kib(decode_pid.front());
+
+  int rc = run.wait(std::chrono::seconds{seconds + 120});
+  auto out = run.output();
+  std::ofstream{"/tmp/kvferry-storm-last.log"} << out;  // the whole run, for a look afterwards
+  INFO("faults: " << faults << " in " << seconds << " s");
+  for (auto& d : done)
+    INFO(d);
+  INFO(out.substr(out.size() > 20000 ? out.size() - 20000 : 0));
+  REQUIRE(rc >= 0);  // it ended by itself (a negative code: killed at the timeout)
+  WARN("decode node RSS: " << rss_start << " KiB after start, " << rss_mid
+                           << " KiB after the storm (" << done.size() << " faults)");
+  CHECK(rss_mid < 2 * rss_start + 65536);
+
+  // Every rank's conclusion of every room.
+  std::map<uint64_t, std::vector<conclusion_line>> rooms;
+  std::regex re{R"(conclusion (\S+ tp\d+ pp\d+) room (\d+) (\w+) (\d+) (.*)$)"};
+  std::istringstream in{out};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, re))
+      rooms[std::stoull(m[2])].push_back({m[1], m[3], std::stoll(m[4]), m[5]});
+  }
+  REQUIRE(!rooms.empty());
+  uint32_t disagreements = 0, late_failures = 0, late_success = 0;
+  for (auto& [room, cs] : rooms) {
+    // Decode's word on the room; prefill ranks that took part say the same,
+    // one that no decode rank asked only concludes Failed alone.
+    const conclusion_line* ref = nullptr;
+    for (auto& c : cs)
+      if (c.rank.rfind("decode-0", 0) == 0)
+        ref = &c;
+    if (!ref)
+      continue;
+    for (auto& c : cs) {
+      bool alone = c.why.find("no decode rank asked for it") != std::string::npos ||
+                   c.why.find("was requested but not opened") != std::string::npos ||
+                   c.why.find("stayed in Bootstrapping") != std::string::npos;
+      bool same = c.state == ref->state && c.why == ref->why;
+      bool ok = same || (alone && c.state == "Failed") ||
+                // a prefill rank of the instance the room was not routed to
+                (c.rank.rfind("prefill", 0) == 0 && c.state == "Failed" && ref->state == "Success");
+      if (!ok) {
+        ++disagreements;
+        UNSCOPED_INFO("room " << room << ": " << c.rank << " " << c.state << " " << c.why << " vs "
+                              << ref->rank << " " << ref->state << " " << ref->why);
+      }
+    }
+    if (ref->at_ns > healed_ns + 2'000'000'000LL) {
+      ++(ref->state == "Success" ? late_success : late_failures);
+      if (ref->state != "Success")
+        UNSCOPED_INFO("room " << room << " after the storm: " << ref->state << " " << ref->why);
+    }
+  }
+  CHECK(disagreements == 0u);
+  CHECK(out.find(" corrupted") != std::string::npos);
+  CHECK(out.find(", 0 corrupted") != std::string::npos);
+  CHECK(out.find("disagreements") != std::string::npos);
+  CHECK(late_success > 0u);
+  CHECK(late_failures == 0u);
+  WARN("kill storm: " << done.size() << " faults, " << rooms.size() << " rooms, " << late_success
+                      << " rooms after the storm all Success");
+  ::unlink(path.c_str());
+}
