@@ -304,9 +304,13 @@ void drive(const cluster_spec& c, const node_options& opts, int64_t epoch, runni
     if (inst.hosted.ranks.size() == size_t{inst.spec->tp} * inst.spec->pp &&
         inst.spec->prefills.size() > 1)
       w.route = [&c, &inst](uint64_t, const bootstrap_locator& planned) {
+        // Routed around only once its bootstrap recorded it dead: then its
+        // own drivers know too and open none of its rooms. A rank lost by
+        // heartbeats alone (frozen) keeps its rooms, which fail at once on
+        // every rank (both sides hear the verdict) until it answers again.
         auto down = [&](const bootstrap_locator& b) {
           for (auto& r : inst.hosted.ranks)
-            if (r->prefill_down(b))
+            if (auto why = r->prefill_down(b); why && why->code == errc::instance_dead)
               return true;
           return false;
         };
