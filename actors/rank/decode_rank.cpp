@@ -378,6 +378,14 @@ void reach_from_decider(self_ptr self, const std::string& key, uint64_t round) {
   // first one with it. A decider in this process shares this process's
   // connection to the bootstrap's node.
   bool local_decider = st.decider.node() == self->node();
+  if (local_decider) {
+    // The decider shares this process: the decode ranks of the process connect
+    // to every prefill process they receive from (every prefill rank is some
+    // decode rank's source), and a second connection to the same process at
+    // the same time can stall one of the two connects.
+    peer.decider_reached = true;
+    return;
+  }
   reach_peers ask;
   for (auto& r : peer.everyone)
     if (r.control.published() && r.handle.node() != st.decider.node() &&
