@@ -1,5 +1,6 @@
 #include "actors/decision/decider_actor.hpp"
 
+#include <chrono>
 #include <random>
 #include <set>
 
@@ -17,6 +18,11 @@ namespace kvferry {
 namespace {
 
 using self_ptr = decider_actor::stateful_pointer<decider_state>;
+
+/// How long the decider waits for a connection to a prefill rank's process:
+/// a loaded machine can take longer than a heartbeat silence to accept, and
+/// the asking decode rank waits 5 s for the answer.
+constexpr auto reach_timeout = std::chrono::seconds{4};
 
 std::string who(self_ptr self) {
   return "[decider " + self->state.book.instance() + "]";
@@ -425,18 +431,28 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
         auto rp = std::make_shared<caf::typed_response_promise<reach_peers>>(
             self->make_response_promise<reach_peers>());
         auto left = std::make_shared<size_t>(todo.size());
+        auto missed = std::make_shared<std::string>();  // endpoints not reached, and why
         for (auto& [node, at] : todo)
           resolve_published<prefill_rank_actor>(
-              self, prefill_rank_actor{}, at.host, at.port, st.limits.silence(), "prefill rank",
-              guarded_callback(self, [self, node = node, at = at, rp,
-                                      left](caf::expected<prefill_rank_actor> found) {
+              self, prefill_rank_actor{}, at.host, at.port, reach_timeout, "prefill rank",
+              guarded_callback(self, [self, node = node, at = at, rp, left,
+                                      missed](caf::expected<prefill_rank_actor> found) {
                 if (!found) {
                   self->state.reached.erase(node);  // the next handshake tries again
+                  auto why = self->system().render(found.error());
                   log().warn("{} cannot connect to the prefill rank at {}: {}", who(self), at.key(),
-                             self->system().render(found.error()));
+                             why);
+                  *missed += (missed->empty() ? "" : "; ") + at.key() + ": " + why;
                 }
-                if (--*left == 0)
+                if (--*left > 0)
+                  return;
+                // Not reached, a rank would hear this decider only through a
+                // third process: the handshake fails and is tried again.
+                if (missed->empty())
                   rp->deliver(reach_peers{});
+                else
+                  rp->deliver(make_error(errc::connect_failed,
+                                         "the decider could not connect to " + *missed));
               }));
         return *rp;
       },
