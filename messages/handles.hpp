@@ -56,6 +56,7 @@ struct dest_accepted;
 struct room_request;
 struct chunk_landed;
 struct room_failure;
+struct sibling_concluded;
 struct room_verdict;
 struct sender_init;
 struct chunk_send;
@@ -138,6 +139,8 @@ using prefill_rank_actor = caf::typed_actor<
     caf::reacts_to<topology>,
     // its runtime: where its actor was published (it registers then)
     caf::reacts_to<control_endpoint>,
+    // the other ranks of its instance: a room they concluded without a verdict
+    caf::reacts_to<sibling_concluded>,
     // deciders: verdicts and pings
     caf::reacts_to<room_verdict>,
     caf::replies_to<heartbeat_atom, uint64_t>::with<heartbeat_atom, uint64_t>,

@@ -131,6 +131,23 @@ typename Inspector::result_type inspect(Inspector& f, room_failure& x) {
   return f(caf::meta::type_name("kvferry.room_failure"), x.key, x.why);
 }
 
+/// A prefill rank concluded a room without a verdict (its decider was lost)
+/// and tells the other ranks of its instance, so that a rank no decode rank
+/// has asked for the room yet concludes it with the same cause instead of
+/// its own Bootstrapping deadline. Taken only from a rank of the same
+/// instance, for a room that has no decider there.
+struct sibling_concluded {
+  uint64_t room = 0;
+  failure why;
+
+  friend bool operator==(const sibling_concluded&, const sibling_concluded&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sibling_concluded& x) {
+  return f(caf::meta::type_name("kvferry.sibling_concluded"), x.room, x.why);
+}
+
 /// The outcome of a room, decided once, the same for every participant.
 struct room_verdict {
   room_key key;

@@ -97,6 +97,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvferry, caf::first_custom_type_id)
   // direct connections (added after the handles: ids above keep their values)
   CAF_ADD_TYPE_ID(kvferry, (kvferry::control_endpoint))
   CAF_ADD_TYPE_ID(kvferry, (kvferry::reach_peers))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::sibling_concluded))
 
 CAF_END_TYPE_ID_BLOCK(kvferry)
 

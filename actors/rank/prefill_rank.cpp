@@ -1,5 +1,6 @@
 #include "actors/rank/prefill_rank.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <caf/actor_cast.hpp>
@@ -52,6 +53,15 @@ void sync(self_ptr self, prefill_room& room) {
 void settle(self_ptr self, prefill_room& room, kv_poll outcome, const failure& why) {
   conclude(self, self->state.cfg.self, room, outcome, why);
   sync(self, room);
+}
+
+/// The room's decider was lost: this rank concludes without a verdict, and
+/// tells the other ranks of the instance, which may hold the room with no
+/// decode rank asking (their own deadline would word it otherwise).
+void settle_without_decider(self_ptr self, prefill_room& room, const failure& why) {
+  settle(self, room, kv_poll::failed, why);
+  for (auto& s : self->state.siblings)
+    self->send(s, sibling_concluded{room.id(), why});
 }
 
 /// A fault this rank saw in a room: the room's decider decides; without one
@@ -276,8 +286,8 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
       continue;
     log().log(level, "{} {}: its decider went down: {}", who(self), to_string(r->second.key()),
               caf::to_string(dm.reason));
-    settle(self, r->second, kv_poll::failed,
-           decider_lost(st.heard.label_or(dm.source, unknown_decider())));
+    settle_without_decider(self, r->second,
+                           decider_lost(st.heard.label_or(dm.source, unknown_decider())));
   }
   for (auto i = st.peers.begin(); i != st.peers.end();) {
     if (i->second.handle.address() != dm.source) {
@@ -482,6 +492,10 @@ prefill_rank_actor::behavior_type prefill_rank(
       [self](topology& topo) {
         // From the bootstrap, after a rank of this instance left or joined.
         auto& st = self->state;
+        st.siblings.clear();
+        for (auto& r : topo.ranks)
+          if (r.rank != st.cfg.self && r.handle)
+            st.siblings.push_back(r.handle);
         auto was = st.instance_down.has_value();
         st.instance_down = instance_dead(topo);
         if (st.cfg.board) {
@@ -501,6 +515,26 @@ prefill_rank_actor::behavior_type prefill_rank(
         for (auto& [id, room] : st.rooms)
           if (!room.fsm().terminal() && !room.fsm().awaiting_verdict() && st.deciders.count(id))
             report(self, room, *st.instance_down);
+      },
+      [self](sibling_concluded& c) {
+        auto& st = self->state;
+        auto from = self->current_sender();
+        if (std::none_of(st.siblings.begin(), st.siblings.end(),
+                         [&](auto& s) { return s.address() == from; })) {
+          log().warn("{} room {}: dropped a sibling's conclusion from {}, not a rank of this "
+                     "instance",
+                     who(self), c.room, caf::to_string(from));
+          return;
+        }
+        auto i = st.rooms.find(c.room);
+        if (i == st.rooms.end() || st.deciders.count(c.room))
+          return;  // not here, or its own decider concludes it
+        auto& room = i->second;
+        if (room.fsm().terminal() || room.fsm().awaiting_verdict())
+          return;
+        log().info("{} {}: a rank of this instance lost its decider: {}", who(self),
+                   to_string(room.key()), to_string(c.why));
+        settle(self, room, kv_poll::failed, c.why);
       },
       [self](room_verdict& v) {
         heard_from_sender(self);
@@ -588,8 +622,11 @@ prefill_rank_actor::behavior_type prefill_rank(
           }
           // A silent decider: the words every rank uses for it (the others
           // find out by their own check; the decider, back, assumes them).
-          if (d != st.deciders.end() && !decider_alive(self, d->second.address()))
-            why = decider_lost(st.heard.label_or(d->second.address(), unknown_decider()));
+          if (d != st.deciders.end() && !decider_alive(self, d->second.address())) {
+            settle_without_decider(
+                self, room, decider_lost(st.heard.label_or(d->second.address(), unknown_decider())));
+            return;
+          }
           settle(self, room, kv_poll::failed, why);
           return;
         }

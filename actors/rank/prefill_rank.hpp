@@ -94,6 +94,8 @@ struct prefill_rank_state {
   /// Set while the bootstrap says a rank of this instance left and has not
   /// come back: why the instance serves no room (instance_dead).
   std::optional<failure> instance_down;
+  /// The other ranks of this instance, from the bootstrap's last topology.
+  std::vector<prefill_rank_actor> siblings;
   /// The deciders of this rank's live rooms, watched for silence.
   silence_watch<caf::actor_addr, caf::actor_clock::time_point, rank_ref> heard;
   bool beat_armed = false;

@@ -306,6 +306,9 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
 // Not CAF_MAIN: its exec_main drops the exit code, and the exit code is how
 // scripts and tests learn that a room failed or a byte differed.
 int main(int argc, char** argv) {
+  // One write per line: the report shares a pipe with the log (stderr) when a
+  // parent captures both, and a block-buffered stdout split report lines.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   demo_config cfg;
   if (auto err = cfg.parse(argc, argv)) {
     std::cerr << "kvferry-demo: " << caf::to_string(err) << "\n";

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 
 #include <chrono>
@@ -317,6 +318,9 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
 
 // Not CAF_MAIN: its exec_main drops the exit code.
 int main(int argc, char** argv) {
+  // One write per line: the report shares a pipe with the log (stderr) when a
+  // parent captures both, and a block-buffered stdout split report lines.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   // CAF reads "--cluster=FILE"; "--cluster FILE" is joined into that form.
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {

@@ -10,27 +10,6 @@
 using namespace kvferry;
 using namespace kvferry::test;
 
-namespace {
-
-/// Every handle of `hs` concluded Failed with one cause; returns it.
-template <class Handles>
-failure one_failure(const Handles& hs) {
-  std::optional<failure> first;
-  for (auto& h : hs) {
-    auto e = h.failure();
-    CAPTURE(e ? to_string(e->why) : std::string{"-"});
-    REQUIRE(h.poll() == kv_poll::failed);
-    REQUIRE(e);
-    if (!first)
-      first = e->why;
-    CHECK(e->why == *first);
-  }
-  REQUIRE(first);
-  return *first;
-}
-
-}  // namespace
-
 TEST_CASE_METHOD(instance_fixture,
                  "a prefill rank that left: new rooms to its instance fail at once on every "
                  "rank with the instance's death, and go through again once it is back",

@@ -8,27 +8,6 @@
 using namespace kvferry;
 using namespace kvferry::test;
 
-namespace {
-
-/// Every handle of `hs` concluded Failed with one cause; returns it.
-template <class Handles>
-failure one_failure(const Handles& hs) {
-  std::optional<failure> first;
-  for (auto& h : hs) {
-    auto e = h.failure();
-    CAPTURE(e ? to_string(e->why) : std::string{"-"});
-    REQUIRE(h.poll() == kv_poll::failed);
-    REQUIRE(e);
-    if (!first)
-      first = e->why;
-    CHECK(e->why == *first);
-  }
-  REQUIRE(first);
-  return *first;
-}
-
-}  // namespace
-
 TEST_CASE_METHOD(instance_fixture,
                  "a prefill instance killed mid-room and restarted: decode fails the old room "
                  "with one cause and moves new rooms through the new incarnation",
@@ -167,4 +146,32 @@ TEST_CASE_METHOD(instance_fixture,
   CHECK(live.senders[0].poll() == kv_poll::success);
   CHECK(live.receivers[0].poll() == kv_poll::success);
   CHECK(decode[0].pool->holds_room(seed, 8, {11, 12}, 3));
+}
+
+// A decode rank asked prefill tp0 for the room, and its instance died before
+// decode tp1 asked prefill tp1: tp0 loses the room's decider, tp1 never knew
+// it. tp0 tells tp1, which concludes with tp0's cause at once instead of
+// waiting for its Bootstrapping deadline to word it otherwise.
+TEST_CASE_METHOD(instance_fixture,
+                 "a prefill rank no decode rank asked concludes with its sibling's cause when "
+                 "the decode instance dies",
+                 "[actors][rejoin]") {
+  start(2, 1, 2, 1);
+  auto receiver = decode[0].rt->make_receiver(6, where());
+  receiver.init({5, 6}, 1);
+  room_handles room;
+  for (auto& r : prefill) {
+    r.pool->fill_room(seed, 6, {1, 2}, 1);
+    room.senders.push_back(r.rt->make_sender(6));
+    room.senders.back().init(2, 1);
+  }
+  sched.run();
+  REQUIRE(state_of<prefill_rank_state>(prefill[0].rt->prefill()).deciders.count(6) == 1u);
+  REQUIRE(state_of<prefill_rank_state>(prefill[1].rt->prefill()).deciders.count(6) == 0u);
+
+  kill_decode();
+  sched.run();  // no virtual time passes: no deadline fires
+  auto why = one_failure(room.senders);
+  CHECK(why.code == errc::peer_down);
+  CHECK(why.cause.find("decode-0") != std::string::npos);
 }

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -240,5 +241,22 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
     return r;
   }
 };
+
+/// Every handle of `hs` concluded Failed with one cause; returns it.
+template <class Handles>
+failure one_failure(const Handles& hs) {
+  std::optional<failure> first;
+  for (auto& h : hs) {
+    auto e = h.failure();
+    CAPTURE(e ? to_string(e->why) : std::string{"-"});
+    REQUIRE(h.poll() == kv_poll::failed);
+    REQUIRE(e);
+    if (!first)
+      first = e->why;
+    CHECK(e->why == *first);
+  }
+  REQUIRE(first);
+  return *first;
+}
 
 }  // namespace kvferry::test
