@@ -521,9 +521,10 @@ prefill_rank_actor::behavior_type prefill_rank(
         auto from = self->current_sender();
         if (std::none_of(st.siblings.begin(), st.siblings.end(),
                          [&](auto& s) { return s.address() == from; })) {
-          log().warn("{} room {}: dropped a sibling's conclusion from {}, not a rank of this "
-                     "instance",
-                     who(self), c.room, caf::to_string(from));
+          log().warn(
+              "{} room {}: dropped a sibling's conclusion from {}, not a rank of this "
+              "instance",
+              who(self), c.room, caf::to_string(from));
           return;
         }
         auto i = st.rooms.find(c.room);
@@ -624,7 +625,8 @@ prefill_rank_actor::behavior_type prefill_rank(
           // find out by their own check; the decider, back, assumes them).
           if (d != st.deciders.end() && !decider_alive(self, d->second.address())) {
             settle_without_decider(
-                self, room, decider_lost(st.heard.label_or(d->second.address(), unknown_decider())));
+                self, room,
+                decider_lost(st.heard.label_or(d->second.address(), unknown_decider())));
             return;
           }
           settle(self, room, kv_poll::failed, why);
