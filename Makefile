@@ -6,7 +6,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 BUILD_TYPE ?= RelWithDebInfo
 
-.PHONY: deps configure build demo test soak bench format clean
+.PHONY: deps configure build demo test soak bench format clean fuzz
 
 deps:
 	./deploy/install-deps.sh
@@ -28,6 +28,12 @@ soak: build
 
 bench: build
 	$(BUILD)/apps/kvferry-bench tcp --json
+
+# AFL++ (installed if missing) on each harness of tests/fuzz for FUZZ_SECONDS
+# (default 60) each, built in build-fuzz-afl/: see docs/FUZZING.md.
+fuzz:
+	./deploy/install-deps.sh --fuzz
+	./tests/fuzz/run_afl.sh
 
 format:
 	git ls-files '*.cpp' '*.hpp' | xargs clang-format -i

@@ -18,6 +18,11 @@ packages=(
   libyaml-cpp-dev           # yaml-cpp: the test that parses deploy/k8s
 )
 
+# --fuzz (make fuzz): AFL++ as well, with its gcc compilers; only when asked.
+if [ "${1:-}" = "--fuzz" ]; then
+  packages+=(afl++)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -17,6 +17,25 @@ constexpr std::array<std::pair<kv_dtype, std::string_view>, 6> dtype_names{{
     {kv_dtype::int8, "int8"},
 }};
 
+/// "FIELD VALUE out of range, expected at most HI (WHY)" (or "at least LO"),
+/// or nullopt when inside [lo, hi].
+std::optional<std::string> outside(std::string_view field, uint64_t v, uint64_t lo, uint64_t hi,
+                                   std::string_view why) {
+  if (v >= lo && v <= hi)
+    return std::nullopt;
+  return std::string{field} + " " + std::to_string(v) + " out of range, expected " +
+         (v < lo ? "at least " + std::to_string(lo) : "at most " + std::to_string(hi)) + " (" +
+         std::string{why} + ")";
+}
+
+/// A buffer whose bytes run past 2^64 (offset + length overflows).
+std::optional<std::string> wraps(const std::string& what, const buffer_desc& b) {
+  if (b.length <= UINT64_MAX - b.offset)
+    return std::nullopt;
+  return what + " offset " + std::to_string(b.offset) + " + length " + std::to_string(b.length) +
+         " runs past 2^64 bytes";
+}
+
 template <class T>
 std::optional<std::string> differ(std::string_view field, const T& p, const T& d) {
   if (p == d)
@@ -125,10 +144,42 @@ std::optional<std::string> validate(const kv_layout& x) {
            std::to_string(protocol_version);
   if (x.page_size == 0)
     return std::string{"page_size 0, expected at least 1 token per page"};
+  if (auto m = outside("page_size", x.page_size, 1, max_page_size, "tokens per page"))
+    return m;
   if (dtype_size(x.dtype) == 0)
     return "dtype " + to_string(x.dtype) + " is not a known KV dtype";
   if (x.layer_ids.empty())
     return std::string{"layer_ids empty, expected at least one layer"};
+  // The caps first: every later check may loop over or multiply these (zero
+  // sizes are left to the checks below, which say what they need).
+  if (auto m = outside("layer count", x.layer_ids.size(), 1, max_layers, "layers of one rank"))
+    return m;
+  if (auto m = outside("total_kv_heads", x.total_kv_heads, 0, max_kv_heads, "kv heads of a model"))
+    return m;
+  if (auto m = outside("head_dim", x.head_dim, 0, max_head_dim, "elements per head"))
+    return m;
+  if (auto m = outside("tp_size", x.tp_size, 0, max_tp_size, "ranks of one TP group"))
+    return m;
+  if (auto m = outside("pp_size", x.pp_size, 0, max_pp_size, "PP stages of one instance"))
+    return m;
+  if (auto m = outside("tp_size x pp_size", uint64_t{x.tp_size} * x.pp_size, 0, max_instance_ranks,
+                       "ranks of one instance"))
+    return m;
+  if (auto m = outside("aux buffer count", x.aux_buffers.size(), 0, max_aux_buffers, "per rank"))
+    return m;
+  if (auto m = outside("state component count", x.states.size(), 0, max_states, "per rank"))
+    return m;
+  for (size_t i = 0; i < x.states.size(); ++i)
+    if (auto m = outside("state component " + std::to_string(i) + " buffer count",
+                         x.states[i].buffers.size(), 0, max_state_buffers, "per component"))
+      return m;
+  {
+    auto ids = x.layer_ids;
+    std::sort(ids.begin(), ids.end());
+    if (auto dup = std::adjacent_find(ids.begin(), ids.end()); dup != ids.end())
+      return "layer id " + std::to_string(*dup) + " listed twice in layer_ids " +
+             format_ids(x.layer_ids) + ", expected distinct layers";
+  }
   if (x.head_dim == 0 || x.kv_heads == 0)
     return "kv_heads " + std::to_string(x.kv_heads) + " head_dim " + std::to_string(x.head_dim) +
            ", expected both at least 1";
@@ -158,9 +209,12 @@ std::optional<std::string> validate(const kv_layout& x) {
     return std::to_string(x.kv_buffers.size()) + " kv buffers, expected " + std::to_string(want) +
            " (" + std::to_string(x.layer_ids.size()) + " layers x " + (x.mla ? "1 latent" : "K,V") +
            ")";
+  // Within the caps: page_size x kv_heads x head_dim x 4 B < 2^46, no overflow.
   auto item = uint64_t{x.page_size} * x.token_bytes();
   for (size_t i = 0; i < x.kv_buffers.size(); ++i) {
     auto& b = x.kv_buffers[i];
+    if (auto m = wraps("kv buffer " + std::to_string(i), b))
+      return m;
     if (b.item_len != item)
       return "kv buffer " + std::to_string(i) + " item_len " + std::to_string(b.item_len) +
              ", expected " + std::to_string(item) + " (page_size " + std::to_string(x.page_size) +
@@ -172,6 +226,8 @@ std::optional<std::string> validate(const kv_layout& x) {
   }
   for (size_t i = 0; i < x.aux_buffers.size(); ++i) {
     auto& a = x.aux_buffers[i];
+    if (auto m = wraps("aux buffer " + std::to_string(i), a))
+      return m;
     if (a.item_len == 0 || a.capacity() == 0)
       return "aux buffer " + std::to_string(i) + " item_len " + std::to_string(a.item_len) +
              " length " + std::to_string(a.length) + ", expected at least one row";
@@ -180,11 +236,14 @@ std::optional<std::string> validate(const kv_layout& x) {
     auto& st = x.states[i];
     if (st.buffers.empty())
       return "state component " + std::to_string(i) + " has no buffer";
-    for (auto& b : st.buffers)
+    for (auto& b : st.buffers) {
+      if (auto m = wraps("state component " + std::to_string(i) + " buffer", b))
+        return m;
       if (b.item_len == 0 || b.capacity() == 0)
         return "state component " + std::to_string(i) + " buffer item_len " +
                std::to_string(b.item_len) + " length " + std::to_string(b.length) +
                ", expected at least one item";
+    }
   }
   if (!x.aux_buffers.empty() && x.aux_buffers.front().item_len < room_stamp_bytes)
     return "aux buffer 0 item_len " + std::to_string(x.aux_buffers.front().item_len) +

@@ -30,6 +30,44 @@ constexpr uint64_t room_stamp_bytes = 16;
 /// Marks "no aux row" where an aux row index is expected.
 constexpr uint32_t no_aux_slot = UINT32_MAX;
 
+// -- caps on what a layout may declare ------------------------------------------
+//
+// A layout arrives from a peer (a registration, a decode rank's hello), and
+// ranks loop over its sizes: a prefill rank counts its destinations over every
+// decode rank (tp_size x pp_size), the mapping walks tp groups, the planner
+// multiplies page_size, heads, head_dim and the dtype's size into byte counts.
+// The caps keep every such loop short and every product far from 2^64
+// (page_size x kv_heads x head_dim x 4 B < 2^46), while leaving ample room
+// above any model served today (TP 8-64, PP up to 16, <= 128 kv heads,
+// head_dim <= 576 for MLA's latent, page sizes 1-256 tokens, < 200 layers).
+
+/// Largest TP size of an instance.
+constexpr uint32_t max_tp_size = 1024;
+
+/// Largest PP size of an instance.
+constexpr uint32_t max_pp_size = 1024;
+
+/// Largest number of ranks of one instance (tp_size x pp_size): a request
+/// makes a prefill rank walk every decode rank of its destination instance.
+constexpr uint32_t max_instance_ranks = 4096;
+
+/// Largest page, in tokens (the sliced path writes one op per token).
+constexpr uint32_t max_page_size = 1u << 16;
+
+/// Most layers one rank may hold (pairing looks every layer up by id).
+constexpr uint32_t max_layers = 4096;
+
+/// Most kv heads of a model.
+constexpr uint32_t max_kv_heads = 4096;
+
+/// Largest head width, in elements.
+constexpr uint32_t max_head_dim = 1u << 16;
+
+/// Most aux buffers, state components, and buffers of one state component.
+constexpr uint32_t max_aux_buffers = 64;
+constexpr uint32_t max_states = 64;
+constexpr uint32_t max_state_buffers = 2 * max_layers;
+
 /// Element type of the KV cache.
 enum class kv_dtype : uint8_t { f32 = 0, f16 = 1, bf16 = 2, fp8_e4m3 = 3, fp8_e5m2 = 4, int8 = 5 };
 
@@ -129,8 +167,10 @@ typename Inspector::result_type inspect(Inspector& f, kv_layout& x) {
            x.tp_rank, x.tp_size, x.pp_rank, x.pp_size);
 }
 
-/// Checks that a rank's own layout is consistent. Returns the first problem,
-/// naming the field, its value and what was expected, or nullopt.
+/// Checks that a rank's own layout is consistent, and every size within the
+/// caps above (a layout from a peer is checked here before any field of it is
+/// used). Returns the first problem, naming the field, its value and what was
+/// expected (the range, for a cap), or nullopt.
 std::optional<std::string> validate(const kv_layout& x);
 
 /// Checks an aux row index against a layout: required (and in range) when the

@@ -1,6 +1,8 @@
 #include "actors/plan/tp_mapping.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 namespace kvferry {
 
@@ -31,6 +33,16 @@ std::optional<std::string> check_sizes(instance_size p, instance_size d) {
     return "prefill TP " + std::to_string(p.tp) + " x PP " + std::to_string(p.pp) +
            " with decode TP " + std::to_string(d.tp) + " x PP " + std::to_string(d.pp) +
            ": every size must be at least 1";
+  // The caps of messages/layout.hpp: a size from a peer's topology must not
+  // make sources_of() or destinations_of() loop ~2^32 times.
+  for (auto [what, size] : {std::pair{"prefill", p}, std::pair{"decode", d}}) {
+    if (size.tp > max_tp_size || size.pp > max_pp_size ||
+        uint64_t{size.tp} * size.pp > max_instance_ranks)
+      return std::string{what} + " TP " + std::to_string(size.tp) + " x PP " +
+             std::to_string(size.pp) + " out of range, expected TP at most " +
+             std::to_string(max_tp_size) + ", PP at most " + std::to_string(max_pp_size) +
+             " and at most " + std::to_string(max_instance_ranks) + " ranks per instance";
+  }
   if (p.tp % d.tp != 0 && d.tp % p.tp != 0)
     return "prefill TP " + std::to_string(p.tp) + " with decode TP " + std::to_string(d.tp) +
            ": one TP size must divide the other";
@@ -53,12 +65,13 @@ std::vector<source> sources_of(instance_size p, instance_size d, uint32_t tp, ui
     // Fan-in: a group of k prefill ranks; each distinct head range (MLA: the
     // latent) is written once, by the first rank that holds it.
     auto k = p.tp / d.tp;
-    std::vector<uint32_t> written;
+    // The first head grows with t (t·H/T, or t / (T/H) replicated), so a head
+    // range already written is the previous one: no search over the group.
+    std::optional<uint32_t> written;
     for (auto t = tp * k; t < (tp + 1) * k; ++t) {
       auto h = heads_of(total_heads, p.tp, t, mla).first;
-      bool dummy = std::find(written.begin(), written.end(), h) != written.end();
-      if (!dummy)
-        written.push_back(h);
+      bool dummy = written == h;
+      written = h;
       out.push_back({t, stage, dummy, false});
     }
   }

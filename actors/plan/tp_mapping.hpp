@@ -60,7 +60,8 @@ struct head_slice {
 head_slice slice_of(uint32_t total_heads, uint32_t p, uint32_t p_tp, uint32_t d, uint32_t d_tp,
                     bool mla);
 
-/// Whether two instances can pair at all; the problem names both sizes.
+/// Whether two instances can pair at all (and every size within the caps of
+/// messages/layout.hpp); the problem names both sizes.
 std::optional<std::string> check_sizes(instance_size prefill, instance_size decode);
 
 /// The sources of decode rank (tp, pp), in (pp, tp) order. check_sizes() must pass.

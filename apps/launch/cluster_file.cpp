@@ -224,7 +224,7 @@ void read_workload(reader& r, const toml::table& root, cluster_spec& c) {
   r.integer(*t, w, "min_tokens", s.min_tokens, false, 1, big);
   uint32_t max_line = s.line;
   r.integer(*t, w, "max_tokens", s.max_tokens, false, 1, big, &max_line);
-  r.integer(*t, w, "page_size", s.page_size, true, 1, 1 << 16);
+  r.integer(*t, w, "page_size", s.page_size, true, 1, max_page_size);
   r.integer(*t, w, "pool_pages", s.pool_pages, false, 1, big);
   r.integer(*t, w, "aux_rows", s.aux_rows, false, 1, big);
   r.integer(*t, w, "chunk_pages", s.chunk_pages, false, 0, big);
@@ -306,9 +306,20 @@ void read_restart(reader& r, const toml::table& t, std::string_view where, resta
                "); expected a first delay no longer than the maximum");
 }
 
+/// Keeps the first `cap` tables of `ts`, failing at the first one past it.
+void cap_tables(reader& r, std::vector<const toml::table*>& ts, size_t cap, const char* what) {
+  if (ts.size() <= cap)
+    return;
+  r.fail(reader::line_of(*ts[cap]), std::to_string(ts.size()) + " " + what +
+                                        " tables; expected at most " + std::to_string(cap));
+  ts.resize(cap);
+}
+
 void read_nodes(reader& r, const toml::table& root, cluster_spec& c) {
   std::map<std::string, uint32_t> seen;
-  for (auto* t : r.tables(root, "node")) {
+  auto tables = r.tables(root, "node");
+  cap_tables(r, tables, max_nodes, "[[node]]");
+  for (auto* t : tables) {
     r.only(*t, "[[node]]",
            {"name", "host", "status_port", "processes", "restart", "restart_backoff",
             "restart_backoff_max", "restart_limit"});
@@ -335,7 +346,10 @@ void read_nodes(reader& r, const toml::table& root, cluster_spec& c) {
 void read_instances(reader& r, const toml::table& root, cluster_spec& c) {
   std::map<std::string, uint32_t> seen;
   const char* w = "[[instance]]";
-  for (auto* t : r.tables(root, "instance")) {
+  auto tables = r.tables(root, "instance");
+  cap_tables(r, tables, max_instances, "[[instance]]");
+  uint64_t ranks = 0;  // of the instances so far
+  for (auto* t : tables) {
     r.only(*t, w, {"name", "role", "node", "tp", "pp", "bootstrap_port", "data_port", "prefill"});
     instance_spec s;
     s.line = reader::line_of(*t);
@@ -365,8 +379,22 @@ void read_instances(reader& r, const toml::table& root, cluster_spec& c) {
     } else {
       ok = false;
     }
-    ok &= r.integer(*t, w, "tp", s.tp, true, 1, 1024);
-    r.integer(*t, w, "pp", s.pp, false, 1, 1024);
+    uint32_t tp_line = s.line;
+    ok &= r.integer(*t, w, "tp", s.tp, true, 1, max_tp_size, &tp_line);
+    ok &= r.integer(*t, w, "pp", s.pp, false, 1, max_pp_size) || !t->get("pp");
+    if (ok && uint64_t{s.tp} * s.pp > max_instance_ranks) {
+      r.fail(tp_line, "tp = " + std::to_string(s.tp) + " x pp = " + std::to_string(s.pp) +
+                          " makes " + std::to_string(uint64_t{s.tp} * s.pp) +
+                          " ranks; expected at most " + std::to_string(max_instance_ranks) +
+                          " ranks per instance");
+      ok = false;
+    }
+    if (ok && (ranks += uint64_t{s.tp} * s.pp) > max_cluster_ranks) {
+      r.fail(tp_line, "instance at line " + std::to_string(s.line) + " brings the cluster to " +
+                          std::to_string(ranks) + " ranks; expected at most " +
+                          std::to_string(max_cluster_ranks));
+      ok = false;
+    }
     r.integer(*t, w, "data_port", s.data_port, false, 0, 65535, &s.data_port_line);
     if (s.data_port != 0 && s.data_port + s.tp * s.pp - 1 > 65535) {
       r.fail(s.data_port_line, "data_port = " + std::to_string(s.data_port) + " with " +
@@ -392,7 +420,12 @@ void read_instances(reader& r, const toml::table& root, cluster_spec& c) {
       if (auto* p = t->get("prefill")) {
         if (auto* one = p->as_string()) {
           s.prefills.push_back(one->get());
-        } else if (auto* many = p->as_array(); many && !many->empty()) {
+        } else if (auto* many = p->as_array(); many && many->size() > max_prefills_per_decode) {
+          r.fail(reader::line_of(*p),
+                 "prefill in [[instance]] lists " + std::to_string(many->size()) +
+                     " names; expected at most " + std::to_string(max_prefills_per_decode));
+          ok = false;
+        } else if (many && !many->empty()) {
           for (auto& e : *many)
             if (auto* str = e.as_string()) {
               s.prefills.push_back(str->get());
@@ -488,6 +521,30 @@ void check_heads(reader& r, const toml::table& root, const cluster_spec& c) {
                      quoted(c.workload->model) +
                      "; expected a TP size that divides the heads or a multiple of them");
   }
+}
+
+/// Whether instance `i` gets a room of the workload: what !rooms_of(i).empty()
+/// says, without walking every room (requests go up to 2^31). Decode instance
+/// k (of D, in file order) gets rooms k+1, k+1+D, ...; its m-th room goes to
+/// its prefill m mod P, so prefill j of it first gets room k+1+j·D.
+bool takes_part(const cluster_spec& c, const instance_spec& i) {
+  uint64_t requests = c.workload ? c.workload->requests : 0;
+  uint64_t decodes = 0;
+  for (auto& x : c.instances)
+    decodes += x.role == instance_role::decode;
+  uint64_t k = 0;  // index of the decode instance
+  for (auto& d : c.instances) {
+    if (d.role != instance_role::decode)
+      continue;
+    if (&d == &i)
+      return k + 1 <= requests;
+    if (i.role == instance_role::prefill)
+      for (uint64_t j = 0; j < d.prefills.size(); ++j)
+        if (d.prefills[j] == i.name && k + 1 + j * decodes <= requests)
+          return true;
+    ++k;
+  }
+  return false;
 }
 
 /// Refuses two listeners on one port of one host.
@@ -676,11 +733,22 @@ std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text) {
     ns_per = 60e9;
   else
     return std::nullopt;
-  return std::chrono::nanoseconds{static_cast<int64_t>(v * ns_per)};
+  // Past ~292 years the nanoseconds do not fit an int64 (and the cast would
+  // be undefined).
+  auto ns = v * ns_per;
+  if (!(ns < 9.2e18))
+    return std::nullopt;
+  return std::chrono::nanoseconds{static_cast<int64_t>(ns)};
 }
 
 cluster_parse parse_cluster(std::string_view text, const std::string& file) {
   cluster_parse out;
+  if (text.size() > max_cluster_file_bytes) {
+    out.errors.push_back(file + ": " + std::to_string(text.size()) +
+                         " bytes read, more than a cluster file may have; expected at most " +
+                         std::to_string(max_cluster_file_bytes) + " bytes (1 MiB)");
+    return out;
+  }
   toml::table root;
   try {
     root = toml::parse(text, file);
@@ -730,7 +798,7 @@ cluster_parse parse_cluster(std::string_view text, const std::string& file) {
   if (c.workload && out.errors.empty()) {
     // Every instance must take part in the workload's rooms.
     for (auto& i : c.instances)
-      if (c.rooms_of(i).empty())
+      if (!takes_part(c, i))
         r.fail(i.line, std::string{to_string(i.role)} + " instance " + quoted(i.name) +
                            " gets none of the " + std::to_string(c.workload->requests) +
                            " rooms of [workload] (at line " + std::to_string(c.workload->line) +
@@ -751,9 +819,12 @@ cluster_parse load_cluster(const std::string& path) {
     out.errors.push_back(path + ": cannot read the cluster file");
     return out;
   }
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return parse_cluster(buf.str(), path);
+  // One byte past the cap is enough to refuse it (a path such as /dev/zero
+  // must not be read whole).
+  std::string text(max_cluster_file_bytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return parse_cluster(text, path);
 }
 
 }  // namespace kvferry::launch

@@ -131,6 +131,28 @@ TEST_CASE("shapes that cannot pair are refused - naming both sizes", "[logic][ma
   CHECK_FALSE(check_sizes({8, 4}, {2, 1}));
 }
 
+TEST_CASE("sizes beyond the caps are refused before any mapping loops over them",
+          "[logic][mapping]") {
+  // A peer's topology with TP near 2^32 would make sources_of() and
+  // destinations_of() loop ~4e9 times.
+  auto bad = check_sizes({UINT32_MAX, 1}, {1, 1});
+  REQUIRE(bad);
+  CHECK_THAT(*bad, Catch::StartsWith("prefill TP 4294967295 x PP 1 out of range, expected TP at "
+                                     "most 1024, PP at most 1024 and at most 4096 ranks"));
+  bad = check_sizes({1, 1}, {1, max_pp_size + 1});
+  REQUIRE(bad);
+  CHECK_THAT(*bad, Catch::StartsWith("decode TP 1 x PP 1025 out of range"));
+  bad = check_sizes({1024, 8}, {1024, 8});
+  REQUIRE(bad);
+  CHECK_THAT(*bad, Catch::StartsWith("prefill TP 1024 x PP 8 out of range"));
+  // The largest fan-in within the caps: one decode rank, 1024 x 4 prefill ranks.
+  CHECK_FALSE(check_sizes({max_tp_size, 4}, {1, 1}));
+  auto all = sources_of({max_tp_size, 4}, {1, 1}, 0, 0, true, 1);
+  CHECK(all.size() == 4096);
+  CHECK(std::count_if(all.begin(), all.end(), [](auto& s) { return !s.dummy; }) == 4);
+  CHECK(destinations_of({max_tp_size, 4}, {1, 1}, 1023, 3, true, 1) == 1);
+}
+
 namespace {
 
 kv_layout layout(uint32_t tp, uint32_t tp_size, std::vector<uint32_t> layers, uint32_t pp = 0,

@@ -514,3 +514,103 @@ TEST_CASE("supervision: a crash is told from a finished workload, and restarts b
   CHECK(t.restarts == 3);
   CHECK_FALSE(t.next(now));  // the limit
 }
+
+TEST_CASE("cluster file: sizes beyond the caps are refused naming the value and the cap",
+          "[launch]") {
+  SECTION("a file above 1 MiB") {
+    auto text = good + "# " + std::string(max_cluster_file_bytes, 'x') + "\n";
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith("c.toml: " + std::to_string(text.size()) + " bytes read"));
+    CHECK_THAT(e, Catch::Contains("expected at most 1048576 bytes (1 MiB)"));
+  }
+  SECTION("an endless file is not read whole") {
+    auto p = load_cluster("/dev/zero");
+    CHECK_FALSE(p.cluster);
+    REQUIRE(p.errors.size() == 1);
+    CHECK_THAT(p.errors.front(), Catch::StartsWith("/dev/zero: 1048577 bytes read"));
+  }
+  SECTION("a TP size above the cap") {
+    auto text = with("tp = 2\n", "tp = 2048\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "tp = 2048"))));
+    CHECK_THAT(e, Catch::Contains("tp = 2048 in [[instance]] is out of range; expected 1..1024"));
+  }
+  SECTION("a PP size above the cap") {
+    auto text = with("tp = 2\n", "tp = 2\npp = 4096\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "pp = 4096"))));
+    CHECK_THAT(e, Catch::Contains("pp = 4096 in [[instance]] is out of range; expected 1..1024"));
+  }
+  SECTION("TP x PP above the ranks of one instance") {
+    auto text = with("tp = 2\n", "tp = 128\npp = 64\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "tp = 128"))));
+    CHECK_THAT(e, Catch::Contains("tp = 128 x pp = 64 makes 8192 ranks; expected at most 4096 "
+                                  "ranks per instance"));
+  }
+  SECTION("more ranks in the cluster than the cap") {
+    std::string text = good;
+    for (int i = 0; i < 16; ++i)  // 6 ranks, then 16 x 4096
+      text += "\n[[instance]]\nname = \"big-" + std::to_string(i) +
+              "\"\nrole = \"decode\"\nnode = \"d\"\ntp = 64\npp = 64\n";
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "name = \"big-15\"") + 3)));
+    CHECK_THAT(e, Catch::Contains("brings the cluster to " + std::to_string(6 + 16 * 4096) +
+                                  " ranks; expected at most 65536"));
+  }
+  SECTION("more [[node]] tables than the cap") {
+    std::string text = good;
+    for (size_t i = 0; i < max_nodes - 1; ++i)
+      text += "\n[[node]]\nname = \"n" + std::to_string(i) + "\"\nhost = \"127.0.0.1\"\n";
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "name = \"n1021\"") + 3)));
+    CHECK_THAT(e, Catch::Contains("1025 [[node]] tables; expected at most 1024"));
+  }
+  SECTION("a decode instance naming more prefills than the cap") {
+    std::string names;
+    for (size_t i = 0; i <= max_prefills_per_decode; ++i)
+      names += "\"prefill-0\", ";
+    auto text = with("tp = 2\n", "tp = 2\nprefill = [" + names + "]\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "prefill = ["))));
+    CHECK_THAT(e,
+               Catch::Contains("prefill in [[instance]] lists 1025 names; expected at most 1024"));
+  }
+  SECTION("a duration past what nanoseconds hold") {
+    CHECK_FALSE(parse_duration("999999999999999999min"));
+    CHECK(parse_duration("100000min"));
+  }
+}
+
+TEST_CASE("cluster file: taking part in the workload is decided without walking every room",
+          "[launch]") {
+  SECTION("2^31 - 1 requests parse at once") {
+    auto p = parse_cluster(with("requests = 10", "requests = 2147483647"), "c.toml");
+    for (auto& e : p.errors)
+      UNSCOPED_INFO(e);
+    CHECK(p.cluster);
+  }
+  SECTION("a prefill named second by the second decode instance first gets room 4") {
+    auto text = with("tp = 2\n", "tp = 2\nprefill = \"prefill-0\"\n") + R"(
+[[instance]]
+name = "prefill-1"
+role = "prefill"
+node = "p"
+tp = 4
+bootstrap_port = 17001
+
+[[instance]]
+name = "decode-1"
+role = "decode"
+node = "d"
+tp = 2
+prefill = ["prefill-0", "prefill-1"]
+)";
+    auto p = parse_cluster(with("requests = 10", "requests = 4", text), "c.toml");
+    REQUIRE(p.cluster);
+    for (auto& i : p.cluster->instances)
+      CHECK_FALSE(p.cluster->rooms_of(i).empty());
+    auto e = one_error(with("requests = 10", "requests = 3", text));
+    CHECK_THAT(e, Catch::Contains("prefill instance \"prefill-1\" gets none of the 3 rooms"));
+  }
+}

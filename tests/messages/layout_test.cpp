@@ -114,3 +114,77 @@ TEST_CASE("dtype names round-trip", "[messages][layout]") {
   }
   CHECK_FALSE(parse_dtype("bf17"));
 }
+
+TEST_CASE("validate refuses sizes beyond the caps - naming the value and the cap",
+          "[messages][layout]") {
+  auto l = mha();
+  auto refused = [&](const std::string& what) {
+    auto bad = validate(l);
+    REQUIRE(bad);
+    CHECK_THAT(*bad, Catch::Contains(what));
+  };
+  SECTION("tp_size near 2^32 (a rank would loop ~4e9 times)") {
+    l.tp_size = UINT32_MAX;
+    refused("tp_size 4294967295 out of range, expected at most " + std::to_string(max_tp_size));
+  }
+  SECTION("pp_size") {
+    l.pp_size = max_pp_size + 1;
+    refused("pp_size 1025 out of range, expected at most 1024");
+  }
+  SECTION("tp_size x pp_size") {
+    l.tp_size = 1024;
+    l.pp_size = 8;
+    refused("tp_size x pp_size 8192 out of range, expected at most " +
+            std::to_string(max_instance_ranks));
+  }
+  SECTION("tp_rank and pp_rank inside their sizes") {
+    l.tp_rank = 1;
+    refused("rank tp1 pp0 outside tp_size 1 x pp_size 1");
+    l.tp_rank = 0;
+    l.pp_rank = 7;
+    refused("rank tp0 pp7 outside tp_size 1 x pp_size 1");
+  }
+  SECTION("page_size") {
+    l.page_size = max_page_size + 1;
+    refused("page_size 65537 out of range, expected at most 65536");
+  }
+  SECTION("head counts and head width") {
+    l.total_kv_heads = UINT32_MAX;
+    refused("total_kv_heads 4294967295 out of range, expected at most 4096");
+    l = mha();
+    l.head_dim = UINT32_MAX;
+    refused("head_dim 4294967295 out of range, expected at most 65536");
+  }
+  SECTION("layer count") {
+    l.layer_ids.assign(max_layers + 1, 0);
+    refused("layer count 4097 out of range, expected at most 4096");
+  }
+  SECTION("a layer listed twice") {
+    l.layer_ids = {3, 3};
+    refused("layer id 3 listed twice in layer_ids [3,3]");
+  }
+  SECTION("aux buffers and state components") {
+    l.aux_buffers.resize(max_aux_buffers + 1, l.aux_buffers[0]);
+    refused("aux buffer count 65 out of range, expected at most 64");
+    l = mha();
+    l.states.resize(max_states + 1);
+    refused("state component count 65 out of range, expected at most 64");
+  }
+  SECTION("a buffer whose bytes run past 2^64") {
+    l.kv_buffers[2].offset = UINT64_MAX - 10;
+    refused("kv buffer 2 offset 18446744073709551605 + length 3276800 runs past 2^64 bytes");
+  }
+  SECTION("the largest sizes within the caps multiply without overflow") {
+    l.page_size = max_page_size;
+    l.total_kv_heads = max_kv_heads;
+    l.kv_heads = max_kv_heads;
+    l.head_dim = max_head_dim;
+    l.dtype = kv_dtype::f32;
+    auto item = uint64_t{max_page_size} * max_kv_heads * max_head_dim * 4;
+    CHECK(item == uint64_t{1} << 46);
+    for (auto& b : l.kv_buffers)
+      b = {b.region, 0, item, item};
+    CHECK_FALSE(validate(l));
+    CHECK(uint64_t{l.page_size} * l.token_bytes() == item);
+  }
+}
