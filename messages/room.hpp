@@ -33,6 +33,9 @@ struct dest_registration {
       data_endpoint;  ///< where the prefill's transport connects, e.g. "tcp://127.0.0.1:4711"
   kv_layout layout;
   staging_offer staging;  ///< its staging ring, if it has one (messages/staging.hpp)
+  /// What the prefill rank's transport proves to this rank's receiver when it
+  /// connects (transport::credential_for of the prefill rank's endpoint).
+  std::string data_credential;
 
   friend bool operator==(const dest_registration&, const dest_registration&) = default;
 };
@@ -40,7 +43,7 @@ struct dest_registration {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, dest_registration& x) {
   return f(caf::meta::type_name("kvferry.dest_registration"), x.decode_rank, x.handle,
-           x.data_endpoint, x.layout, x.staging);
+           x.data_endpoint, x.layout, x.staging, x.data_credential);
 }
 
 /// The prefill rank accepted the registration (its layout matched).

@@ -20,13 +20,15 @@ struct peer_connect {
   kv_layout layout;  ///< the peer's layout: where its pages and aux rows are
   /// The peer's staging ring, when its chunks from this rank take it.
   staging_offer staging;
+  std::string credential;  ///< what the peer's receiver wants proved (dest_registration)
 
   friend bool operator==(const peer_connect&, const peer_connect&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, peer_connect& x) {
-  return f(caf::meta::type_name("kvferry.peer_connect"), x.peer, x.endpoint, x.layout, x.staging);
+  return f(caf::meta::type_name("kvferry.peer_connect"), x.peer, x.endpoint, x.layout, x.staging,
+           x.credential);
 }
 
 /// Write one chunk of a room: src_pages[i] → dst_pages[i] in every KV buffer

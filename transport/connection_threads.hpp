@@ -1,24 +1,33 @@
 // The connections a wire receiver (tcp, shm, verbs) accepted, each served by
 // a thread of its own: started on accept, joined once it ended (at the next
 // accept), found by its sender's endpoint for disconnect(), and all woken
-// and joined when the receiver stops.
+// and joined when the receiver stops. At most max_connections live at once
+// (more are closed on accept); a connection that does not say hello and
+// prove its credential within auth_timeout_ms is closed.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <list>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "transport/posix_socket.hpp"
 #include "transport/wire_hello.hpp"
 
 namespace kvferry::transport {
+
+/// Live connections one receiver serves at most (threads, sockets): far
+/// more than a cluster's senders open (streams x peers), and a bound on what
+/// a flood of strangers can take.
+constexpr size_t max_connections = 1024;
 
 class connection_threads {
  public:
@@ -42,6 +51,10 @@ class connection_threads {
     reap_locked();
     if (stopped_)
       return false;
+    if (conns_.size() >= max_connections) {
+      ++refused_;
+      return true;  // `fd` closes here; the listener carries on
+    }
     auto& c = conns_.emplace_back();
     c.fd = std::move(fd);
     c.thread = std::thread{[&c, serve = std::move(serve)] {
@@ -58,16 +71,26 @@ class connection_threads {
     c.sender = std::move(sender);
   }
 
-  /// Reads the sender's hello on `c` and records its endpoint; false (serve
-  /// nothing) for a hello that does not parse.
+  /// Reads the sender's hello on `c`, has it prove its credential with `key`
+  /// (`self`: the receiver's own endpoint) and records its endpoint; false
+  /// (serve nothing) for a hello that does not parse in time, or a sender
+  /// that fails the challenge.
   template <class Hello>
-  bool greet(connection& c, Hello& h, uint32_t max_name) {
+  bool greet(connection& c, Hello& h, uint32_t max_name, const peer_key& key,
+             const std::string& self) {
+    set_receive_timeout(c.fd.get(), auth_timeout_ms);
     auto sender = receive_hello(c.fd.get(), h, max_name);
-    if (!sender)
+    if (!sender || !key.verify(c.fd.get(), *sender, self).ok()) {
+      ++refused_;
       return false;
+    }
+    set_receive_timeout(c.fd.get(), 0);
     name(c, std::move(*sender));
     return true;
   }
+
+  /// Connections closed unserved: over the limit, or failing the hello.
+  uint64_t refused() const { return refused_; }
 
   /// Accepts TCP connections on `listener` until it is shut down or
   /// `stopping` is set, tunes each (posix_socket's tune()) and serves it with
@@ -79,6 +102,12 @@ class connection_threads {
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED)
           continue;
+        // Out of descriptors or memory: the connection waits in the
+        // backlog; try again shortly instead of ending the loop for good.
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          std::this_thread::sleep_for(std::chrono::milliseconds{20});
+          continue;
+        }
         return;  // listener shut down
       }
       tune(fd);
@@ -128,6 +157,7 @@ class connection_threads {
   std::mutex mu_;  // guards conns_, stopped_ and each connection's sender
   std::list<connection> conns_;
   bool stopped_ = false;
+  std::atomic<uint64_t> refused_{0};
 };
 
 }  // namespace kvferry::transport

@@ -1,53 +1,122 @@
-// Fences: the receiving side's guard against writes after release. A batch
-// carries a token; the receiver writes it only while the token is open, and
-// counts it in progress while it writes, so closing a token tells whether
-// anything with it can still land. Used by every backend.
+// Fences and grants: the receiving side's guard on its memory. The receiving
+// rank opens a fence (a room's token) with a grant: which senders may write
+// with it, and which items (pages, aux rows, state slots) of which of its
+// buffers. A batch lands only when its fence is open, its connection's sender
+// is one the grant names, and every op lies inside granted items; a batch
+// counts in progress while it writes, so closing the fence tells whether
+// anything with it can still land. Token 0 admits nothing. Used by every
+// backend; a refusal names the op and the fence, never a region's size.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
-#include <set>
+#include <string>
+#include <vector>
+
+#include "transport/region.hpp"
+#include "transport/status.hpp"
 
 namespace kvferry::transport {
 
+/// Items [0, length / item_len) of `item_len` bytes from `offset` of region
+/// `region`, of which `items` (sorted, shared between the buffers of one
+/// grant) may be written; null: every item of the buffer (a staging ring).
+struct granted_buffer {
+  region_id region = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t item_len = 0;
+  std::shared_ptr<const std::vector<uint32_t>> items;
+};
+
+/// Where one op writes, for enter() where a backend's ops name it otherwise.
+struct op_span {
+  region_id region = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+/// What one fence admits.
+struct grant {
+  std::vector<std::string> senders;  ///< endpoints (as their hellos name them)
+  std::vector<granted_buffer> buffers;
+};
+
 class fence_table {
  public:
-  /// Token 0 is "no fence": always admitted.
-  void open(uint64_t token);
+  /// `trust_every_peer` (options::trust_every_peer, tests of transport
+  /// mechanics only): token 0 and a fence opened with an empty grant admit
+  /// any op from anyone; bounds are still checked against the regions.
+  explicit fence_table(bool trust_every_peer = false) : trust_(trust_every_peer) {}
+
+  /// Opens fence `token` with what it admits (replacing an earlier grant).
+  void open(uint64_t token, grant g = {});
 
   /// Stops admitting `token`; true when no batch with it is in progress.
   bool close(uint64_t token);
 
-  /// Admits a batch with `token` (counted in progress); false if closed or
-  /// never opened.
-  bool enter(uint64_t token);
+  /// Admits a batch from `sender` with `token` (counted in progress until
+  /// leave()): fenced when the fence is not open, not_granted when the
+  /// sender or an op is outside its grant. `Ops` have region, offset, length.
+  template <class Ops>
+  status enter(uint64_t token, const std::string& sender, const Ops& ops) {
+    std::lock_guard guard{mu_};
+    auto f = admit_locked(token, sender);
+    if (!f.ok())
+      return f;
+    if (auto* g = granted_locked(token)) {
+      size_t k = 0;
+      for (auto& op : ops) {
+        if (auto st = check(*g, token, sender, k, op.region, op.offset, op.length); !st.ok())
+          return st;
+        ++k;
+      }
+    }
+    ++busy_[token];
+    return {};
+  }
 
   /// Ends a batch admitted by enter().
   void leave(uint64_t token);
 
  private:
+  struct entry {
+    grant g;
+    bool any = false;  ///< trusted: an empty grant admits everything
+  };
+  status admit_locked(uint64_t token, const std::string& sender) const;
+  /// The grant ops are checked against; null when everything is admitted.
+  const grant* granted_locked(uint64_t token) const;
+  static status check(const grant& g, uint64_t token, const std::string& sender, size_t k,
+                      uint32_t region, uint64_t offset, uint64_t length);
+
+  const bool trust_;
   std::mutex mu_;
-  std::set<uint64_t> open_;
+  std::map<uint64_t, entry> open_;
   std::map<uint64_t, uint32_t> busy_;
 };
 
 /// Admission of one batch: leaves the fence when it goes out of scope.
 class fence_pass {
  public:
-  fence_pass(fence_table& t, uint64_t token) : t_(t), token_(token), ok_(t.enter(token)) {}
+  template <class Ops>
+  fence_pass(fence_table& t, uint64_t token, const std::string& sender, const Ops& ops)
+      : t_(t), token_(token), st_(t.enter(token, sender, ops)) {}
   fence_pass(const fence_pass&) = delete;
   fence_pass& operator=(const fence_pass&) = delete;
   ~fence_pass() {
-    if (ok_)
+    if (st_.ok())
       t_.leave(token_);
   }
-  bool admitted() const { return ok_; }
+  bool admitted() const { return st_.ok(); }
+  const status& refusal() const { return st_; }
 
  private:
   fence_table& t_;
   uint64_t token_;
-  bool ok_;
+  status st_;
 };
 
 }  // namespace kvferry::transport

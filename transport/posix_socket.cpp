@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -187,6 +188,16 @@ result<socket_fd> connect_to(const host_port& where, int timeout_ms, int buffer_
 void tune(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+std::string format_endpoint(const std::string& scheme, const std::string& host, uint16_t port) {
+  auto h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return scheme + "://" + h + ":" + std::to_string(port);
+}
+
+void set_receive_timeout(int fd, int ms) {
+  timeval tv{ms / 1000, (ms % 1000) * 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
 void set_user_timeout(int fd, int ms) {

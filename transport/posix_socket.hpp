@@ -5,9 +5,11 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "transport/status.hpp"
@@ -53,6 +55,9 @@ struct host_port {
 /// Parses "tcp://host:port".
 result<host_port> parse_endpoint(const std::string& endpoint);
 
+/// "scheme://host:port", an IPv6 host in brackets (what parse_endpoint reads).
+std::string format_endpoint(const std::string& scheme, const std::string& host, uint16_t port);
+
 /// Listens on host:port (port 0: any); returns the socket and the bound port.
 /// `buffer_bytes` > 0: socket buffers of accepted connections (set_buffers on
 /// the listener, before bind, so that the window scale covers them).
@@ -90,6 +95,27 @@ struct socket_tuning {
 /// that a path that silently stops carrying packets errors out within `ms`
 /// instead of the kernel's many minutes of retransmissions. No-op for `ms` <= 0.
 void set_user_timeout(int fd, int ms);
+
+/// Reads `n` items of a trivially copyable `T` into `out` (replacing what
+/// it held) in pieces of at most 64 KiB: what a peer announces costs memory
+/// only as its bytes arrive.
+template <class T>
+status read_items(int fd, std::vector<T>& out, size_t n) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  constexpr size_t piece = std::max<size_t>(1, (64u << 10) / sizeof(T));
+  out.clear();
+  while (out.size() < n) {
+    size_t at = out.size();
+    size_t k = std::min(piece, n - at);
+    out.resize(at + k);
+    if (auto st = kvferry::transport::read_exact(fd, out.data() + at, k * sizeof(T)); !st.ok())
+      return st;
+  }
+  return {};
+}
+
+/// SO_RCVTIMEO: a read that waits longer than `ms` fails (0: waits forever).
+void set_receive_timeout(int fd, int ms);
 
 /// Sets SO_SNDBUF and SO_RCVBUF to `bytes` each (the kernel doubles them for
 /// its bookkeeping and caps them at net.core.wmem_max / rmem_max). A fixed size

@@ -28,6 +28,8 @@ std::string_view to_string(code c) {
       return "shut_down";
     case code::fenced:
       return "fenced";
+    case code::not_granted:
+      return "not_granted";
   }
   return "unknown_code";
 }

@@ -27,6 +27,7 @@ enum class code : uint8_t {
   io_error = 9,          ///< a local system call failed
   shut_down = 10,        ///< the transport is closing
   fenced = 11,           ///< the receiver closed the batch's fence: its memory was released
+  not_granted = 12,      ///< an op outside what the receiver granted this sender for the fence
 };
 
 /// "out_of_bounds", ...
@@ -54,6 +55,7 @@ class [[nodiscard]] status {
   static status io_error(std::string msg) { return {code::io_error, std::move(msg)}; }
   static status shut_down(std::string msg) { return {code::shut_down, std::move(msg)}; }
   static status fenced(std::string msg) { return {code::fenced, std::move(msg)}; }
+  static status not_granted(std::string msg) { return {code::not_granted, std::move(msg)}; }
 
   /// Builds a status from a code read off the wire.
   static status from(code c, std::string msg) { return {c, std::move(msg)}; }

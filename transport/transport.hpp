@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "transport/device_memory.hpp"
+#include "transport/fence.hpp"
 #include "transport/region.hpp"
 #include "transport/status.hpp"
 #include "transport/write_op.hpp"
@@ -53,6 +54,10 @@ struct options {
   /// tcp, shm, inproc: how device regions are read and written (pinned
   /// bounce pieces, CUDA IPC); without one, registering device memory fails.
   std::shared_ptr<device_copier> device;
+  /// Tests of transport mechanics only: receivers admit any peer without a
+  /// credential, and fence 0 (or one opened without a grant) admits any op.
+  /// Never set by the runtime (transport/fence.hpp, transport/peer_auth.hpp).
+  bool trust_every_peer = false;
 };
 
 /// One backend instance, owned by one rank. Thread-safe.
@@ -87,7 +92,13 @@ class transport {
   /// Starts connecting to a peer's endpoint and returns its id at once (the
   /// connection is made in the background; a failure completes the batches
   /// posted to it with connect_failed). Fails only for a malformed endpoint.
-  virtual result<peer_id> connect(const std::string& endpoint) = 0;
+  /// `credential` is what the receiving side's credential_for() gave for
+  /// this transport's endpoint (handed over on the control plane); a
+  /// receiver that requires one refuses the connection without it.
+  virtual result<peer_id> connect(const std::string& endpoint, const std::string& credential) = 0;
+
+  /// Connects without a credential (to a receiver that trusts every peer).
+  result<peer_id> connect(const std::string& endpoint) { return connect(endpoint, {}); }
 
   /// Posts a batch. On OK the handler is called exactly once for it later (or
   /// inline); on error it is not called and nothing was written.
@@ -98,8 +109,17 @@ class transport {
 
   // -- receiving side --------------------------------------------------------
 
-  /// Opens fence `token`: batches posted with it are accepted from now on.
-  virtual void open_fence(uint64_t token) = 0;
+  /// The credential a sender whose endpoint is `sender` needs to connect to
+  /// this transport (empty where none is needed: inproc).
+  virtual std::string credential_for(const std::string& sender) const = 0;
+
+  /// Opens fence `token`: batches posted with it by the grant's senders, into
+  /// the grant's items, are accepted from now on (transport/fence.hpp).
+  virtual void open_fence(uint64_t token, grant g) = 0;
+
+  /// Opens fence `token` with no grant (admits anything only where the
+  /// transport trusts every peer: options::trust_every_peer).
+  void open_fence(uint64_t token) { open_fence(token, grant{}); }
 
   /// Closes fence `token`: no batch with it starts writing after this call
   /// (it fails with code::fenced). Returns true once no batch with it is

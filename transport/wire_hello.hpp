@@ -1,7 +1,9 @@
-// The opening frame of a wire backend's connection (tcp, shm, verbs): the
+// The opening of a wire backend's connection (tcp, shm, verbs): the
 // backend's hello struct (its magic and version as defaults, name_len, and
 // whatever else the backend puts in it), then the sender's endpoint, which
-// the receiver uses to find its connections for disconnect().
+// the receiver uses to find its connections for disconnect() and its
+// grants; then the challenge and response that prove the sender was given
+// the credential for that endpoint (transport/peer_auth.hpp).
 #pragma once
 
 #include <sys/uio.h>
@@ -12,10 +14,19 @@
 #include <string>
 #include <vector>
 
+#include "transport/peer_auth.hpp"
 #include "transport/posix_socket.hpp"
 #include "transport/status.hpp"
 
 namespace kvferry::transport {
+
+/// A sender as it opens a connection: its own endpoint, the credential the
+/// receiver gave for it (empty: none), and the receiver's endpoint.
+struct sender_identity {
+  std::string name;
+  std::string credential;
+  std::string receiver;
+};
 
 /// Writes `h` with the first `max_name` bytes of `name` after it.
 template <class Hello>
@@ -23,6 +34,15 @@ status send_hello(int fd, Hello h, const std::string& name, uint32_t max_name) {
   h.name_len = static_cast<uint32_t>(std::min<size_t>(name.size(), max_name));
   std::vector<iovec> iov{{&h, sizeof(h)}, {const_cast<char*>(name.data()), h.name_len}};
   return kvferry::transport::write_all(fd, iov);
+}
+
+/// Opens a connection as `who`: the hello, then the answer to the
+/// receiver's challenge.
+template <class Hello>
+status introduce(int fd, Hello h, const sender_identity& who, uint32_t max_name) {
+  if (auto st = send_hello(fd, h, who.name, max_name); !st.ok())
+    return st;
+  return answer_challenge(fd, who.credential, who.receiver);
 }
 
 /// Reads a hello into `h` and the name after it: nullopt when the peer is

@@ -60,7 +60,7 @@ class room_handle {
   bool released() const { return slot_->released(); }
 
   /// Fails the room on every participating rank (cause: aborted).
-  void abort() { caf::anon_send(rank_, room_abort_atom_v, room_); }
+  void abort() { caf::send_as(rank_, rank_, room_abort_atom_v, room_); }
 
   /// Releases the room on the rank; a room that has not concluded is failed
   /// first. Safe to call twice.
@@ -68,7 +68,7 @@ class room_handle {
     if (cleared_ || !rank_)
       return;
     cleared_ = true;
-    caf::anon_send(rank_, room_clear_atom_v, room_);
+    caf::send_as(rank_, rank_, room_clear_atom_v, room_);
   }
 
  protected:

@@ -249,7 +249,7 @@ sender runtime::make_sender(uint64_t room) {
                failure{errc::invalid_argument, "make_sender on a decode rank", rank_});
     return sender{prefill_, room, slot};
   }
-  caf::anon_send(prefill_, room_open_atom_v, room, slot);
+  caf::send_as(prefill_, prefill_, room_open_atom_v, room, slot);
   return sender{prefill_, room, std::move(slot)};
 }
 
@@ -260,7 +260,7 @@ receiver runtime::make_receiver(uint64_t room, bootstrap_locator where) {
                failure{errc::invalid_argument, "make_receiver on a prefill rank", rank_});
     return receiver{decode_, room, slot};
   }
-  caf::anon_send(decode_, room_open_atom_v, room, std::move(where), slot);
+  caf::send_as(decode_, decode_, room_open_atom_v, room, std::move(where), slot);
   return receiver{decode_, room, std::move(slot)};
 }
 

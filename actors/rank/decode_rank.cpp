@@ -7,6 +7,7 @@
 
 #include "actors/guard.hpp"
 #include "actors/log.hpp"
+#include "actors/plan/room_grant.hpp"
 #include "actors/plan/tp_mapping.hpp"
 #include "actors/rank/decider_heartbeat.hpp"
 #include "actors/rank/room_steps.hpp"
@@ -158,8 +159,21 @@ void join(self_ptr self, decode_room& room) {
 void send_requests(self_ptr self, decode_room& room) {
   auto& st = self->state;
   auto& peer = st.peers.at(room.peer());
-  // Writes for this room land only while its fence is open.
-  st.cfg.net->open_fence(room.key().generation);
+  // Writes for this room land only while its fence is open, from its
+  // sources, into its own pages, rows and slots (and the staging ring).
+  std::vector<std::string> writers;
+  bool staged_source = false;
+  for (auto& src : room.sources())
+    if (!src.dummy) {
+      writers.push_back(src.endpoint);
+      staged_source = staged_source || src.staged;
+    }
+  granted_ring ring;
+  if (staged_source && st.cfg.staging.offered())
+    ring = {st.cfg.staging.region, st.cfg.staging.size};
+  st.cfg.net->open_fence(room.key().generation,
+                         room_grant(st.cfg.pool.layout, std::move(writers), room.dst_pages(),
+                                    room.aux_slot(), room.states(), ring));
   // Its staged sources write into the staging ring: the room opens there
   // first, so that their asks find it.
   staging_room staged{room.key(), room.dst_pages(), {}};
@@ -489,8 +503,9 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
   for (auto* reg : regs) {
     auto rank = reg->rank;
     auto handle = reg->handle;
+    auto writer = reg->data_endpoint;
     // Its process first (a connection this rank opens), then the registration.
-    reach_rank(self, peer, *reg, [self, key, round, rank, handle](std::string error) {
+    reach_rank(self, peer, *reg, [self, key, round, rank, handle, writer](std::string error) {
       auto p = self->state.peers.find(key);
       if (p == self->state.peers.end() || p->second.round != round)
         return;
@@ -501,8 +516,11 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
       auto& st = self->state;
       auto timeout = p->second.phase == peer_t::stage::down ? st.cfg.limits.silence()
                                                             : caf::timespan{request_timeout};
-      dest_registration reg{st.cfg.self, caf::actor_cast<decode_rank_actor>(self),
-                            st.cfg.data_endpoint, st.cfg.pool.layout, st.cfg.staging};
+      // The credential its transport proves to this rank's receiver: the
+      // data plane admits no one the control plane did not introduce.
+      dest_registration reg{st.cfg.self,          caf::actor_cast<decode_rank_actor>(self),
+                            st.cfg.data_endpoint, st.cfg.pool.layout,
+                            st.cfg.staging,       st.cfg.net->credential_for(writer)};
       self->request(handle, timeout, std::move(reg))
           .then(guarded_callback(self,
                                  [self, key, round, rank](dest_accepted& ok) {
@@ -774,6 +792,8 @@ decode_rank_actor::behavior_type decode_rank(
       [self](const std::string& what) { return on_exception(self, what); },
       // -- scheduler ------------------------------------------------------------
       [self](room_open_atom, uint64_t id, bootstrap_locator& where, room_slot_ptr& slot) {
+        if (!from_this_process(self, who(self), "room_open"))
+          return;
         auto& st = self->state;
         if (refuse_reopen(st.rooms, id, slot, st.cfg.self))
           return;
@@ -803,6 +823,8 @@ decode_rank_actor::behavior_type decode_rank(
         sync(self, room);
       },
       [self](receiver_init& msg) -> caf::result<void> {
+        if (!from_this_process(self, who(self), "receiver_init"))
+          return caf::make_error(caf::sec::unexpected_message);
         auto i = self->state.rooms.find(msg.room);
         if (i == self->state.rooms.end())
           return unknown_room(self->state.cfg.self, msg.room);
@@ -819,6 +841,8 @@ decode_rank_actor::behavior_type decode_rank(
         return caf::unit;
       },
       [self](room_abort_atom, uint64_t id) -> caf::result<void> {
+        if (!from_this_process(self, who(self), "room_abort"))
+          return caf::make_error(caf::sec::unexpected_message);
         auto i = self->state.rooms.find(id);
         if (i == self->state.rooms.end())
           return unknown_room(self->state.cfg.self, id);
@@ -827,6 +851,8 @@ decode_rank_actor::behavior_type decode_rank(
         return caf::unit;
       },
       [self](room_clear_atom, uint64_t id) -> caf::result<void> {
+        if (!from_this_process(self, who(self), "room_clear"))
+          return caf::make_error(caf::sec::unexpected_message);
         auto& st = self->state;
         auto i = st.rooms.find(id);
         if (i == st.rooms.end())
@@ -848,6 +874,8 @@ decode_rank_actor::behavior_type decode_rank(
         return caf::unit;
       },
       [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
+        if (!from_this_process(self, who(self), "room_poll"))
+          return caf::make_error(caf::sec::unexpected_message);
         auto i = self->state.rooms.find(id);
         if (i == self->state.rooms.end())
           return unknown_room(self->state.cfg.self, id);
@@ -919,6 +947,8 @@ decode_rank_actor::behavior_type decode_rank(
         sync(self, i->second);
       },
       [self](room_verdict& msg) {
+        if (!from(self, self->state.decider.address(), who(self), "a verdict"))
+          return;
         heard_from_sender(self);
         auto i = self->state.rooms.find(msg.key.room);
         if (i == self->state.rooms.end())

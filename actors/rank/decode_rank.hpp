@@ -20,6 +20,7 @@
 #include "actors/rank/incarnations.hpp"
 #include "actors/rank/local_pool.hpp"
 #include "actors/rank/silence_watch.hpp"
+#include "actors/sender_check.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/decision.hpp"
 #include "messages/handles.hpp"
@@ -102,6 +103,8 @@ struct decode_rank_state {
   bool registered = false;
   /// The decider, watched while a keyed room is live here.
   silence_watch<caf::actor_addr, caf::actor_clock::time_point, rank_ref> heard;
+  /// Senders of dropped messages, logged once each (actors/sender_check.hpp).
+  stranger_log<caf::actor_addr> strangers;
   bool beat_armed = false;
   caf::actor_clock::time_point beat_due{};  // when the armed check should run
 };

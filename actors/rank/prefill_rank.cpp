@@ -357,6 +357,8 @@ prefill_rank_actor::behavior_type prefill_rank(
       [self](const std::string& what) { return on_exception(self, what); },
       // -- scheduler ------------------------------------------------------------
       [self](room_open_atom, uint64_t id, room_slot_ptr slot) {
+        if (!from_this_process(self, who(self), "room_open"))
+          return;
         auto& st = self->state;
         if (refuse_reopen(st.rooms, id, slot, st.cfg.self))
           return;
@@ -386,6 +388,8 @@ prefill_rank_actor::behavior_type prefill_rank(
         sync(self, room);
       },
       [self](sender_init& msg) -> caf::result<void> {
+        if (!from_this_process(self, who(self), "sender_init"))
+          return caf::make_error(caf::sec::unexpected_message);
         auto i = self->state.rooms.find(msg.room);
         if (i == self->state.rooms.end())
           return unknown_room(self->state.cfg.self, msg.room);
@@ -396,6 +400,8 @@ prefill_rank_actor::behavior_type prefill_rank(
         return caf::unit;
       },
       [self](chunk_send& msg) -> caf::result<void> {
+        if (!from_this_process(self, who(self), "chunk_send"))
+          return caf::make_error(caf::sec::unexpected_message);
         auto i = self->state.rooms.find(msg.room);
         if (i == self->state.rooms.end())
           return unknown_room(self->state.cfg.self, msg.room);
@@ -406,6 +412,8 @@ prefill_rank_actor::behavior_type prefill_rank(
         return caf::unit;
       },
       [self](room_abort_atom, uint64_t id) -> caf::result<void> {
+        if (!from_this_process(self, who(self), "room_abort"))
+          return caf::make_error(caf::sec::unexpected_message);
         auto i = self->state.rooms.find(id);
         if (i == self->state.rooms.end())
           return unknown_room(self->state.cfg.self, id);
@@ -414,6 +422,8 @@ prefill_rank_actor::behavior_type prefill_rank(
         return caf::unit;
       },
       [self](room_clear_atom, uint64_t id) -> caf::result<void> {
+        if (!from_this_process(self, who(self), "room_clear"))
+          return caf::make_error(caf::sec::unexpected_message);
         auto& st = self->state;
         auto i = st.rooms.find(id);
         if (i == st.rooms.end())
@@ -431,6 +441,8 @@ prefill_rank_actor::behavior_type prefill_rank(
         return caf::unit;
       },
       [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
+        if (!from_this_process(self, who(self), "room_poll"))
+          return caf::make_error(caf::sec::unexpected_message);
         auto i = self->state.rooms.find(id);
         if (i == self->state.rooms.end())
           return unknown_room(self->state.cfg.self, id);
@@ -457,14 +469,16 @@ prefill_rank_actor::behavior_type prefill_rank(
         // buffer, and the two layouts would otherwise slice every token.
         bool staged =
             st.cfg.staging && reg.staging.offered() && staging_applies(st.cfg.layout, reg.layout);
-        self->send(st.cfg.transfer, peer_connect{reg.decode_rank, reg.data_endpoint, reg.layout,
-                                                 staged ? reg.staging : staging_offer{}});
+        self->send(st.cfg.transfer,
+                   peer_connect{reg.decode_rank, reg.data_endpoint, reg.layout,
+                                staged ? reg.staging : staging_offer{}, reg.data_credential});
         log().info("{} accepted decode {} at {}{}", who(self), to_string(reg.decode_rank),
                    reg.data_endpoint, staged ? " (staged)" : "");
         return dest_accepted{st.cfg.self, staged};
       },
       [self](room_request& req) {
         auto& st = self->state;
+
         if (auto old = st.generations.stale(req.decode_rank, st.cfg.self)) {
           self->send(req.decider, room_failure{req.key, std::move(*old)});
           return;
@@ -538,8 +552,19 @@ prefill_rank_actor::behavior_type prefill_rank(
         settle(self, room, kv_poll::failed, c.why);
       },
       [self](room_verdict& v) {
-        heard_from_sender(self);
         auto& st = self->state;
+        // Only from the room's decider. Before the room is bound to one, a
+        // decider that refused or failed it may not be known here yet: a
+        // Failed verdict is taken, but Success never (this rank had not
+        // finished its part of a room it is not bound in).
+        if (auto d = st.deciders.find(v.key.room); d != st.deciders.end()) {
+          if (!from(self, d->second.address(), who(self), "a verdict"))
+            return;
+        } else if (v.outcome != kv_poll::failed) {
+          drop_stranger(self, who(self), "a Success verdict for a room not bound to a decider");
+          return;
+        }
+        heard_from_sender(self);
         if (auto i = st.rooms.find(v.key.room); i != st.rooms.end()) {
           auto& room = i->second;
           if (room.key().generation == 0 && cleared_as(self, v.key))

@@ -20,6 +20,7 @@
 #include "actors/rank/incarnations.hpp"
 #include "actors/rank/prefill_room.hpp"
 #include "actors/rank/silence_watch.hpp"
+#include "actors/sender_check.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/handles.hpp"
 #include "messages/layout.hpp"
@@ -94,6 +95,8 @@ struct prefill_rank_state {
   /// Set while the bootstrap says a rank of this instance left and has not
   /// come back: why the instance serves no room (instance_dead).
   std::optional<failure> instance_down;
+  /// Senders of dropped messages, logged once each (actors/sender_check.hpp).
+  stranger_log<caf::actor_addr> strangers;
   /// The other ranks of this instance, from the bootstrap's last topology.
   std::vector<prefill_rank_actor> siblings;
   /// The deciders of this rank's live rooms, watched for silence.

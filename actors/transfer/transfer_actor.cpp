@@ -559,7 +559,7 @@ transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer
   return {
       [self](peer_connect& pc) {
         auto& st = self->state;
-        auto id = st.net->connect(pc.endpoint);
+        auto id = st.net->connect(pc.endpoint, pc.credential);
         if (!id.ok()) {
           log().error("[{}] cannot connect the data plane to {} at {}: {}", to_string(st.self),
                       to_string(pc.peer), pc.endpoint, id.error().to_string());

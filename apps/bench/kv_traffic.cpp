@@ -85,7 +85,7 @@ transport::completion_handler round_counter::handler() {
 
 double transport_round(transport::transport& net, transport::peer_id peer, const kv_layout& src,
                        const kv_layout& dst, uint64_t bytes, uint32_t chunk, uint32_t window,
-                       std::mt19937& rng, round_counter& rc, uint64_t& writes) {
+                       std::mt19937& rng, round_counter& rc, uint64_t& writes, uint64_t fence) {
   std::vector<uint32_t> sp(src.page_capacity()), dp(dst.page_capacity());
   std::iota(sp.begin(), sp.end(), 0u);
   std::iota(dp.begin(), dp.end(), 0u);
@@ -99,6 +99,7 @@ double transport_round(transport::transport& net, transport::peer_id peer, const
   for (uint64_t b = 0; b < batches; ++b) {
     auto batch = random_batch(src, dst, chunk, sp, dp, rng);
     batch.cookie = b;
+    batch.fence = fence;
     writes += batch.ops.size();
     {
       std::unique_lock g{rc.mu};

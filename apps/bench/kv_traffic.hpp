@@ -46,7 +46,7 @@ struct round_counter {
 /// random page orders on both sides, `window` batches in flight. GB/s.
 double transport_round(transport::transport& net, transport::peer_id peer, const kv_layout& src,
                        const kv_layout& dst, uint64_t bytes, uint32_t chunk, uint32_t window,
-                       std::mt19937& rng, round_counter& rc, uint64_t& writes);
+                       std::mt19937& rng, round_counter& rc, uint64_t& writes, uint64_t fence = 0);
 
 /// The same batches (same plan, same order) as memcpy from `src_pool` into
 /// `dst_pool` by this thread. GB/s.

@@ -48,21 +48,42 @@ void bandwidth(const args& a) {
     for (uint32_t p = 0; p < pages; ++p)
       std::memset(pool.page(b, p), static_cast<int>(b * 7 + p), pool.item_len());
 
-  apps::child_process sink{{self_exe(), "--peer=tcp-sink", "--pages=" + std::to_string(pages)}};
+  // The guarded sender's endpoint is fixed first: the sink grants to it.
+  uint16_t guarded_port = 0;
+  {
+    auto probe = transport::listen_on("127.0.0.1", 0);
+    if (!probe.ok())
+      throw std::runtime_error(probe.error().to_string());
+    guarded_port = probe->second;
+  }
+  auto guarded_name = transport::format_endpoint("tcp", "127.0.0.1", guarded_port);
+  apps::child_process sink{{self_exe(), "--peer=tcp-sink", "--pages=" + std::to_string(pages),
+                            "--grant-to=" + guarded_name}};
   auto line = sink.wait_for_line([](auto& l) { return l.rfind("ready ", 0) == 0; }, 60s);
   std::smatch m;
-  if (!line || !std::regex_search(*line, m, std::regex{R"(ready (\S+) raw=(\d+))"}))
+  if (!line || !std::regex_search(
+                   *line, m, std::regex{R"(ready (\S+) raw=(\d+) guarded=(\S+) credential=(\S+))"}))
     throw std::runtime_error("tcp-sink peer did not start: " + sink.output());
   std::string endpoint = m[1];
   auto raw_port = static_cast<uint16_t>(std::stoul(m[2]));
 
-  auto made = transport::make_transport("tcp", {});
-  auto net = std::move(made).value();
-  for (uint32_t b = 0; b < pool.buffers(); ++b)
+  // Two senders of the same pool: one to a receiver that trusts it, one
+  // that proves its credential and writes only into what its fence grants.
+  transport::options trusted;
+  trusted.trust_every_peer = true;
+  auto net = std::move(transport::make_transport("tcp", trusted)).value();
+  transport::options guarded_opts;
+  guarded_opts.listen_port = guarded_port;
+  auto guarded = std::move(transport::make_transport("tcp", guarded_opts)).value();
+  for (uint32_t b = 0; b < pool.buffers(); ++b) {
     (void)*net->register_region(pool.page(b, 0), pool.item_len() * pages);
-  round_counter rc;
+    (void)*guarded->register_region(pool.page(b, 0), pool.item_len() * pages);
+  }
+  round_counter rc, grc;
   net->set_completion_handler(rc.handler());
+  guarded->set_completion_handler(grc.handler());
   auto peer = *net->connect(endpoint);
+  auto guarded_peer = *guarded->connect(m[3], m[4]);
   auto layout = registered_layout(pool);
   auto raw = transport::connect_to({"127.0.0.1", raw_port}, 5000);
   if (!raw.ok())
@@ -71,12 +92,18 @@ void bandwidth(const args& a) {
   std::mt19937 rng{42};
   uint64_t writes = 0;
   // One unmeasured round each, then alternate so both see the same machine.
+  constexpr uint64_t granted_fence = 1;
+  uint64_t ignored = 0;
   transport_round(*net, peer, layout, layout, bytes / 4, chunk, 2, rng, rc, writes);
+  transport_round(*guarded, guarded_peer, layout, layout, bytes / 4, chunk, 2, rng, grc, ignored,
+                  granted_fence);
   raw_round(raw->get(), pool, bytes / 4);
   writes = 0;
-  std::vector<double> kv, base;
+  std::vector<double> kv, granted, base;
   for (int r = 0; r < reps; ++r) {
     kv.push_back(transport_round(*net, peer, layout, layout, bytes, chunk, 2, rng, rc, writes));
+    granted.push_back(transport_round(*guarded, guarded_peer, layout, layout, bytes, chunk, 2, rng,
+                                      grc, ignored, granted_fence));
     base.push_back(raw_round(raw->get(), pool, bytes));
   }
   figure f;
@@ -96,6 +123,24 @@ void bandwidth(const args& a) {
   f.notes["shape"] = shape.name + ", page 16, " + std::to_string(chunk) +
                      " random pages per batch, 2 batches in flight";
   print(f, a.json);
+
+  // What admission costs: the same traffic, authenticated and checked
+  // against its grant (every op against the granted pages), beside the
+  // trusting run.
+  figure g;
+  g.suite = "tcp";
+  g.metric = "tcp_bandwidth_admission";
+  g.value = median(granted);
+  g.unit = "GB/s";
+  g.baseline = median(kv);
+  g.baseline_name = "the same sender and pages, receiver trusting every peer";
+  g.reps = reps;
+  g.extra["min"] = *std::min_element(granted.begin(), granted.end());
+  g.extra["max"] = *std::max_element(granted.begin(), granted.end());
+  g.notes["admission"] =
+      "challenge and response at connect, every op checked against the "
+      "pages its fence grants";
+  print(g, a.json);
   sink.close_stdin();
   sink.wait(10s);
 }
@@ -188,9 +233,22 @@ int run_tcp_suite(const args& a) {
 int run_tcp_sink_peer(const args& a) {
   auto pages = static_cast<uint32_t>(a.get("pages", 64));
   apps::host_pool pool{bandwidth_shape(), 16, pages, 0};
-  auto net = std::move(transport::make_transport("tcp", {})).value();
-  for (uint32_t b = 0; b < pool.buffers(); ++b)
+  transport::options trusted;
+  trusted.trust_every_peer = true;
+  auto net = std::move(transport::make_transport("tcp", trusted)).value();
+  // The guarded receiver grants every page of the pool to the one sender
+  // named on the command line, under fence 1.
+  auto guarded = std::move(transport::make_transport("tcp", {})).value();
+  transport::grant all;
+  all.senders.push_back(a.get("grant-to", std::string{}));
+  auto every_page = std::make_shared<std::vector<uint32_t>>(pages);
+  std::iota(every_page->begin(), every_page->end(), 0u);
+  for (uint32_t b = 0; b < pool.buffers(); ++b) {
     (void)*net->register_region(pool.page(b, 0), pool.item_len() * pages);
+    auto id = *guarded->register_region(pool.page(b, 0), pool.item_len() * pages);
+    all.buffers.push_back({id, 0, pool.item_len() * pages, pool.item_len(), every_page});
+  }
+  guarded->open_fence(1, all);
   auto listening = transport::listen_on("127.0.0.1", 0);
   if (!listening.ok())
     throw std::runtime_error(listening.error().to_string());
@@ -202,7 +260,9 @@ int run_tcp_sink_peer(const args& a) {
       ::close(c);
     }
   }};
-  std::cout << "ready " << net->endpoint() << " raw=" << raw_port << std::endl;
+  std::cout << "ready " << net->endpoint() << " raw=" << raw_port
+            << " guarded=" << guarded->endpoint()
+            << " credential=" << guarded->credential_for(all.senders.front()) << std::endl;
   wait_for_parent();
   lfd.shutdown();
   raw.join();

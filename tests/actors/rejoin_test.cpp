@@ -118,6 +118,7 @@ TEST_CASE_METHOD(instance_fixture,
                         decode[0].rt->decode(),
                         "inproc://gone",
                         state_of<decode_rank_state>(decode[0].rt->decode()).cfg.pool.layout,
+                        {},
                         {}});
   sched.run();
   std::optional<caf::error> refused;

@@ -13,6 +13,7 @@
 
 #include "tests/cuda/segment_shapes.hpp"
 #include "tests/support/completion_log.hpp"
+#include "tests/support/trusting.hpp"
 #include "transport/cuda/cuda_device.hpp"
 #include "transport/cuda/cuda_device_copier.hpp"
 #include "transport/cuda/cuda_memory.hpp"
@@ -77,8 +78,8 @@ TEST_CASE("cuda: tcp shm and inproc write device regions byte for byte", "[cuda]
       INFO(backend << ": " << to_string(sk) << " -> " << to_string(dk));
       options o;
       o.device = *copier;
-      auto a = std::move(make_transport(backend, o)).value();
-      auto b = std::move(make_transport(backend, o)).value();
+      auto a = std::move(make_transport(backend, kvferry::test::trusting(o))).value();
+      auto b = std::move(make_transport(backend, kvferry::test::trusting(o))).value();
       test_region src{sk, size}, dst{dk, size};
       src.write(pattern);
       auto s = a->register_region(src.data(), size, sk);

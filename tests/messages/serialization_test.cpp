@@ -60,7 +60,7 @@ TEST_CASE_METHOD(coordinator_fixture, "every message type round-trips",
   CHECK(roundtrip(ri) == ri);
   room_status st{k, kv_poll::failed, f};
   CHECK(roundtrip(st) == st);
-  peer_connect pc{r, "tcp://[::1]:4711", l, staging_offer{{}, 3, 1 << 20}};
+  peer_connect pc{r, "tcp://[::1]:4711", l, staging_offer{{}, 3, 1 << 20}, "c0ffee"};
   CHECK(roundtrip(pc) == pc);
   chunk_job cj{k, r, 2, 5, {1, 2}, {3, 4}, true, 1, 2, {{7}}, {{8}}};
   CHECK(roundtrip(cj) == cj);

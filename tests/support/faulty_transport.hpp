@@ -39,17 +39,23 @@ class faulty_transport final : public tp::transport {
     return inner_->register_region(base, len, kind);
   }
   tp::status deregister_region(tp::region_id id) override { return inner_->deregister_region(id); }
-  tp::result<tp::peer_id> connect(const std::string& endpoint) override {
-    return inner_->connect(endpoint);
+  using tp::transport::connect;
+  using tp::transport::open_fence;
+  tp::result<tp::peer_id> connect(const std::string& endpoint,
+                                  const std::string& credential) override {
+    return inner_->connect(endpoint, credential);
   }
-  void open_fence(uint64_t token) override {
+  std::string credential_for(const std::string& sender) const override {
+    return inner_->credential_for(sender);
+  }
+  void open_fence(uint64_t token, tp::grant g) override {
     auto n = plan_->fences++;
     {
       std::lock_guard guard{plan_->mu};
       if (auto t = plan_->throw_at_fence.find(n); t != plan_->throw_at_fence.end())
         throw std::runtime_error(t->second);
     }
-    inner_->open_fence(token);
+    inner_->open_fence(token, std::move(g));
   }
   bool close_fence(uint64_t token) override { return inner_->close_fence(token); }
   void disconnect(const std::string& endpoint) override { inner_->disconnect(endpoint); }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "tests/support/completion_log.hpp"
+#include "tests/support/trusting.hpp"
 #include "transport/registry.hpp"
 #include "transport/shared_memory.hpp"
 
@@ -34,8 +35,8 @@ struct pair {
   completion_log log;
 
   explicit pair(const std::string& backend, size_t bytes = 1 << 16) : src(bytes), dst(bytes) {
-    auto ta = make_transport(backend, {});
-    auto tb = make_transport(backend, {});
+    auto ta = make_transport(backend, kvferry::test::trusting());
+    auto tb = make_transport(backend, kvferry::test::trusting());
     REQUIRE(ta.ok());
     REQUIRE(tb.ok());
     a = std::move(ta).value();
@@ -71,7 +72,7 @@ struct pair {
 std::vector<std::string> runnable_backends() {
   std::vector<std::string> out;
   for (auto& name : backend_names()) {
-    if (name == "verbs" && !make_transport(name, {}).ok())
+    if (name == "verbs" && !make_transport(name, kvferry::test::trusting()).ok())
       continue;
     out.push_back(name);
   }
@@ -230,11 +231,11 @@ TEST_CASE("backends: a peer that is gone fails the batches sent to it",
   CAPTURE(backend);
   std::string dead_endpoint;
   {
-    auto gone = make_transport(backend, {});
+    auto gone = make_transport(backend, kvferry::test::trusting());
     REQUIRE(gone.ok());
     dead_endpoint = (*gone)->endpoint();
   }
-  auto a = make_transport(backend, {});
+  auto a = make_transport(backend, kvferry::test::trusting());
   REQUIRE(a.ok());
   completion_log log;
   (*a)->set_completion_handler(log.handler());
@@ -251,7 +252,7 @@ TEST_CASE("backends: a peer that is gone fails the batches sent to it",
 }
 
 TEST_CASE("the registry refuses an unknown backend by name", "[transport][conformance]") {
-  auto t = make_transport("carrier-pigeon", {});
+  auto t = make_transport("carrier-pigeon", kvferry::test::trusting());
   REQUIRE_FALSE(t.ok());
   CHECK_THAT(t.error().message(), Catch::Contains("'carrier-pigeon'") && Catch::Contains("tcp"));
 }

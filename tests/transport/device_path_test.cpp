@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "tests/support/completion_log.hpp"
+#include "tests/support/trusting.hpp"
 #include "transport/host_device_copier.hpp"
 #include "transport/registry.hpp"
 #include "transport/shared_memory.hpp"
@@ -40,8 +41,8 @@ struct device_pair {
     options oa, ob;
     oa.device = copier_a;
     ob.device = copier_b;
-    a = std::move(make_transport(backend, oa)).value();
-    b = std::move(make_transport(backend, ob)).value();
+    a = std::move(make_transport(backend, kvferry::test::trusting(oa))).value();
+    b = std::move(make_transport(backend, kvferry::test::trusting(ob))).value();
     for (size_t i = 0; i < src.size(); ++i)
       src.data()[i] = std::byte(i * 13 + 5);
     auto s = a->register_region(src.data(), src.size(), src_kind);
@@ -116,7 +117,7 @@ TEST_CASE("device regions move through the copier on tcp and shm and inproc",
 TEST_CASE("device memory without a copier is refused at registration", "[transport][device]") {
   for (std::string backend : {"tcp", "inproc", "shm"}) {
     INFO(backend);
-    auto t = std::move(make_transport(backend, {})).value();
+    auto t = std::move(make_transport(backend, kvferry::test::trusting())).value();
     auto mem = std::move(shared_memory::allocate(4096)).value();
     auto id = t->register_region(mem.data(), mem.size(), memory_kind::device);
     REQUIRE_FALSE(id.ok());

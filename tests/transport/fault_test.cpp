@@ -12,6 +12,7 @@
 
 #include "apps/common/child_process.hpp"
 #include "tests/support/completion_log.hpp"
+#include "tests/support/trusting.hpp"
 #include "transport/registry.hpp"
 #include "transport/shared_memory.hpp"
 
@@ -33,7 +34,7 @@ struct node {
 
   node(const std::string& backend, uint64_t bytes)
       : mem(std::move(shared_memory::allocate(bytes)).value()) {
-    auto made = make_transport(backend, {});
+    auto made = make_transport(backend, kvferry::test::trusting());
     REQUIRE(made.ok());
     net = std::move(made).value();
     auto r = net->register_region(mem.data(), mem.size());

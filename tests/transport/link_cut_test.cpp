@@ -19,6 +19,7 @@
 
 #include "apps/common/child_process.hpp"
 #include "tests/support/completion_log.hpp"
+#include "tests/support/trusting.hpp"
 #include "transport/registry.hpp"
 #include "transport/shared_memory.hpp"
 
@@ -118,7 +119,7 @@ TEST_CASE(
   options o;
   o.tcp_streams = 1;
   o.tcp_user_timeout_ms = 1500;
-  auto sender = std::move(make_transport("tcp", o)).value();
+  auto sender = std::move(make_transport("tcp", kvferry::test::trusting(o))).value();
   auto mem = std::move(shared_memory::allocate(bytes)).value();
   auto local = *sender->register_region(mem.data(), mem.size());
   test::completion_log log;

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 
+#include "tests/support/trusting.hpp"
 #include "transport/registry.hpp"
 #include "transport/shared_memory.hpp"
 
@@ -30,7 +31,7 @@ int fail(const std::string& why) {
 int run_receiver(const std::string& backend, uint64_t bytes, const std::string& host) {
   options opts;
   opts.listen_host = host;
-  auto net = make_transport(backend, opts);
+  auto net = make_transport(backend, kvferry::test::trusting(opts));
   if (!net.ok())
     return fail(net.error().to_string());
   auto mem = shared_memory::allocate(bytes);
@@ -48,7 +49,7 @@ int run_receiver(const std::string& backend, uint64_t bytes, const std::string& 
 
 int run_sender(const std::string& backend, const std::string& endpoint, region_id remote,
                uint64_t bytes, uint64_t fence) {
-  auto net = make_transport(backend, {});
+  auto net = make_transport(backend, kvferry::test::trusting());
   if (!net.ok())
     return fail(net.error().to_string());
   auto mem = shared_memory::allocate(bytes);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tests/support/completion_log.hpp"
+#include "tests/support/trusting.hpp"
 #include "transport/registry.hpp"
 #include "transport/verbs/verbs_device.hpp"
 
@@ -32,8 +33,8 @@ struct verbs_pair {
   completion_log log;
 
   explicit verbs_pair(size_t bytes = 1 << 20) : src(bytes), dst(bytes) {
-    auto ta = make_transport("verbs", {});
-    auto tb = make_transport("verbs", {});
+    auto ta = make_transport("verbs", kvferry::test::trusting());
+    auto tb = make_transport("verbs", kvferry::test::trusting());
     REQUIRE(ta.ok());
     REQUIRE(tb.ok());
     a = std::move(ta).value();
@@ -68,7 +69,7 @@ TEST_CASE("verbs: the machine's RDMA devices are listed or the reason there are 
 
 TEST_CASE("verbs: the registry names the backend and says why it cannot start",
           "[transport][verbs]") {
-  auto t = make_transport("verbs", {});
+  auto t = make_transport("verbs", kvferry::test::trusting());
   if (!skip_reason().empty()) {
     std::cout << "SKIPPED: " << skip_reason() << std::endl;
     REQUIRE_FALSE(t.ok());

@@ -99,7 +99,23 @@ class auto_transport final : public transport {
     return st;
   }
 
-  result<peer_id> connect(const std::string& endpoint) override {
+  using transport::connect;
+  using transport::open_fence;
+
+  /// One credential per backend the sender may reach us by: "tcp=<c>;shm=<c>"
+  /// for the parts of its composite endpoint.
+  std::string credential_for(const std::string& sender) const override {
+    std::string out;
+    for (auto& part : parts_of(sender)) {
+      if (part.rfind("tcp://", 0) == 0)
+        out += (out.empty() ? "" : ";") + std::string{"tcp="} + tcp_->credential_for(part);
+      else if (part.rfind("shm://", 0) == 0 && shm_)
+        out += (out.empty() ? "" : ";") + std::string{"shm="} + shm_->credential_for(part);
+    }
+    return out;
+  }
+
+  result<peer_id> connect(const std::string& endpoint, const std::string& credential) override {
     auto parts = split(endpoint.rfind(scheme, 0) == 0 ? endpoint.substr(scheme.size()) : "", ';');
     std::string shm_part, tcp_part;
     for (size_t i = 1; i < parts.size(); ++i) {
@@ -114,7 +130,8 @@ class auto_transport final : public transport {
     std::lock_guard guard{mu_};
     bool local = parts[0] == host_ && !shm_part.empty() && shm_usable_;
     auto& via = local ? shm_ : tcp_;
-    auto peer = via->connect(local ? shm_part : tcp_part);
+    auto peer =
+        via->connect(local ? shm_part : tcp_part, part_of(credential, local ? "shm" : "tcp"));
     if (!peer.ok())
       return peer.error();
     routes_.push_back({via.get(), *peer});
@@ -137,10 +154,20 @@ class auto_transport final : public transport {
     completions_.set(std::move(handler));
   }
 
-  void open_fence(uint64_t token) override {
-    tcp_->open_fence(token);
+  /// Each backend admits the grant's senders by the part of their composite
+  /// endpoint that reaches it (its hellos name that part).
+  void open_fence(uint64_t token, grant g) override {
+    auto for_backend = [&](const std::string& scheme) {
+      grant one{{}, g.buffers};
+      for (auto& sender : g.senders)
+        for (auto& part : parts_of(sender))
+          if (part.rfind(scheme, 0) == 0)
+            one.senders.push_back(part);
+      return one;
+    };
+    tcp_->open_fence(token, for_backend("tcp://"));
     if (shm_)
-      shm_->open_fence(token);
+      shm_->open_fence(token, for_backend("shm://"));
   }
 
   bool close_fence(uint64_t token) override {
@@ -151,8 +178,7 @@ class auto_transport final : public transport {
   }
 
   void disconnect(const std::string& endpoint) override {
-    for (auto& part :
-         split(endpoint.rfind(scheme, 0) == 0 ? endpoint.substr(scheme.size()) : "", ';')) {
+    for (auto& part : parts_of(endpoint)) {
       if (part.rfind("tcp://", 0) == 0)
         tcp_->disconnect(part);
       else if (part.rfind("shm://", 0) == 0 && shm_)
@@ -161,6 +187,28 @@ class auto_transport final : public transport {
   }
 
  private:
+  /// The backend endpoints of a composite endpoint (after its host
+  /// identity); a plain endpoint is its own one part.
+  static std::vector<std::string> parts_of(const std::string& endpoint) {
+    if (endpoint.rfind(scheme, 0) != 0)
+      return {endpoint};
+    auto parts = split(endpoint.substr(scheme.size()), ';');
+    if (!parts.empty())
+      parts.erase(parts.begin());
+    return parts;
+  }
+
+  /// The credential for backend `name` out of "tcp=<c>;shm=<c>" (a plain
+  /// credential is taken as it is).
+  static std::string part_of(const std::string& credential, const std::string& name) {
+    if (credential.find('=') == std::string::npos)
+      return credential;
+    for (auto& p : split(credential, ';'))
+      if (p.rfind(name + "=", 0) == 0)
+        return p.substr(name.size() + 1);
+    return {};
+  }
+
   struct route {
     transport* via = nullptr;
     peer_id peer = 0;

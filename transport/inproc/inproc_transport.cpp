@@ -17,6 +17,7 @@ constexpr std::string_view scheme = "inproc://";
 
 /// The part of a transport that peers reach: its regions and fences.
 struct inproc_node {
+  explicit inproc_node(bool trust) : fences(trust) {}
   std::string name;
   region_table regions;
   fence_table fences;
@@ -71,6 +72,8 @@ class inproc_transport final : public transport {
 
   std::string endpoint() const override { return std::string{scheme} + node_->name; }
 
+  using transport::connect;
+  using transport::open_fence;
   using transport::register_region;
 
   result<region_id> register_region(void* base, uint64_t length, memory_kind kind) override {
@@ -83,7 +86,8 @@ class inproc_transport final : public transport {
 
   status deregister_region(region_id id) override { return node_->regions.remove(id); }
 
-  result<peer_id> connect(const std::string& endpoint) override {
+  // In one process there is no stranger to keep out: no credential.
+  result<peer_id> connect(const std::string& endpoint, const std::string&) override {
     if (endpoint.rfind(scheme, 0) != 0 || endpoint.size() == scheme.size())
       return status::invalid_argument("endpoint '" + endpoint +
                                       "', expected inproc://<name> for the inproc backend");
@@ -114,7 +118,9 @@ class inproc_transport final : public transport {
     handler_ = std::move(handler);
   }
 
-  void open_fence(uint64_t token) override { node_->fences.open(token); }
+  std::string credential_for(const std::string&) const override { return {}; }
+
+  void open_fence(uint64_t token, grant g) override { node_->fences.open(token, std::move(g)); }
 
   bool close_fence(uint64_t token) override { return node_->fences.close(token); }
 
@@ -127,10 +133,13 @@ class inproc_transport final : public transport {
     auto remote = fabric::instance().find(peer_name);
     if (!remote)
       return status::connect_failed("no live inproc endpoint '" + peer_name + "'");
-    fence_pass pass{remote->fences, batch.fence};
+    std::vector<op_span> spans;
+    spans.reserve(batch.ops.size());
+    for (auto& op : batch.ops)
+      spans.push_back({op.remote, op.remote_offset, op.length});
+    fence_pass pass{remote->fences, batch.fence, endpoint(), spans};
     if (!pass.admitted())
-      return status::fenced("fence " + std::to_string(batch.fence) + " is closed at '" + peer_name +
-                            "': the room's memory was released");
+      return pass.refusal();
     auto local_guard = node_->regions.guard();
     // Writing into our own regions takes one guard only (a shared_mutex must
     // not be locked twice by one thread).
@@ -179,7 +188,7 @@ class inproc_transport final : public transport {
 }  // namespace
 
 result<std::unique_ptr<transport>> make_inproc_transport(const options& opts) {
-  auto node = std::make_shared<inproc_node>();
+  auto node = std::make_shared<inproc_node>(opts.trust_every_peer);
   node->name = opts.name.empty() ? fabric::instance().unique_name() : opts.name;
   node->device = opts.device;
   if (!fabric::instance().add(node))

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <deque>
 #include <vector>
 
@@ -37,21 +38,23 @@ status send_verdict(int fd, uint64_t seq, const status& st) {
 
 }  // namespace
 
-result<std::unique_ptr<shm_receiver>> shm_receiver::start(const std::string& name,
-                                                          const region_table& regions,
-                                                          fence_table& fences, shm_pins& pins,
-                                                          const shm_device_handles& handles) {
+result<std::unique_ptr<shm_receiver>> shm_receiver::start(
+    const std::string& name, std::string endpoint, const region_table& regions, fence_table& fences,
+    const peer_key& key, shm_pins& pins, const shm_device_handles& handles) {
   auto listening = listen_abstract(name);
   if (!listening.ok())
     return listening.error();
-  return std::unique_ptr<shm_receiver>{
-      new shm_receiver(std::move(listening).value(), regions, fences, pins, handles)};
+  return std::unique_ptr<shm_receiver>{new shm_receiver(
+      std::move(listening).value(), std::move(endpoint), regions, fences, key, pins, handles)};
 }
 
-shm_receiver::shm_receiver(socket_fd listener, const region_table& regions, fence_table& fences,
-                           shm_pins& pins, const shm_device_handles& handles)
+shm_receiver::shm_receiver(socket_fd listener, std::string endpoint, const region_table& regions,
+                           fence_table& fences, const peer_key& key, shm_pins& pins,
+                           const shm_device_handles& handles)
     : regions_(regions),
       fences_(fences),
+      key_(key),
+      endpoint_(std::move(endpoint)),
       pins_(pins),
       handles_(handles),
       listener_(std::move(listener)),
@@ -80,8 +83,12 @@ void shm_receiver::accept_loop() {
     if (fds[1].revents != 0 || stopping_)
       return;
     int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0) {
+      // Out of descriptors or memory: the peer waits in the backlog.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        std::this_thread::sleep_for(std::chrono::milliseconds{20});
       continue;  // the peer gave up, or EINTR: poll again
+    }
     if (!conns_.start(socket_fd{fd}, [this](connection& c) { serve(c); }))
       return;
   }
@@ -95,9 +102,17 @@ void shm_receiver::disconnect(const std::string& endpoint) {
 
 void shm_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
-  hello h;
-  if (!conns_.greet(conn, h, max_name))
+  // The abstract socket is open to every local user: only this process's
+  // own user (or root) may map its memory.
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
+      (peer.uid != ::geteuid() && peer.uid != 0))
     return;
+  hello h;
+  if (!conns_.greet(conn, h, max_name, key_, endpoint_))
+    return;
+  const std::string sender = conn.sender;  // set by greet(), fixed from now on
   std::deque<admitted_batch> admitted;
   std::vector<region_id> granted;  // sorted: regions whose memfd this peer holds
   std::vector<op_header> ops;
@@ -125,10 +140,7 @@ void shm_receiver::serve(connection& conn) {
         break;
       continue;
     }
-    if (f.magic != begin_magic || f.n_ops > max_ops_per_batch)
-      break;
-    ops.resize(f.n_ops);
-    if (!read_exact(fd, ops.data(), ops.size() * sizeof(op_header)).ok())
+    if (f.magic != begin_magic || f.n_ops > max_ops_per_batch || !read_items(fd, ops, f.n_ops).ok())
       break;
     if (conn.disconnected)
       continue;  // disconnected: the peer reads end-of-stream instead of a verdict
@@ -136,9 +148,8 @@ void shm_receiver::serve(connection& conn) {
     admitted_batch batch{f.seq, f.fence, {}};
     std::vector<std::pair<grant, int>> grants;
     std::vector<std::pair<device_grant, std::vector<std::byte>>> device_grants;
-    if (!fences_.enter(f.fence)) {
-      verdict_status = status::fenced("fence " + std::to_string(f.fence) +
-                                      " is closed at the receiver: the room's memory was released");
+    if (auto admitted_st = fences_.enter(f.fence, sender, ops); !admitted_st.ok()) {
+      verdict_status = std::move(admitted_st);
     } else {
       auto held = regions_.guard();
       for (auto& op : ops) {

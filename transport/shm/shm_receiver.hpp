@@ -13,6 +13,7 @@
 
 #include "transport/connection_threads.hpp"
 #include "transport/fence.hpp"
+#include "transport/peer_auth.hpp"
 #include "transport/region.hpp"
 #include "transport/shm/shm_device_handles.hpp"
 #include "transport/shm/shm_pins.hpp"
@@ -22,11 +23,14 @@ namespace kvferry::transport::shm {
 
 class shm_receiver {
  public:
-  /// Listens on abstract socket `name`. `regions`, `fences`, `pins` and
-  /// `handles` (of the device regions) must outlive the receiver.
-  static result<std::unique_ptr<shm_receiver>> start(const std::string& name,
+  /// Listens on abstract socket `name` (`endpoint`: its shm:// name). A peer
+  /// must run as this process's user (or root) and prove a credential of
+  /// `key`. `regions`, `fences`, `key`, `pins` and `handles` (of the device
+  /// regions) must outlive the receiver.
+  static result<std::unique_ptr<shm_receiver>> start(const std::string& name, std::string endpoint,
                                                      const region_table& regions,
-                                                     fence_table& fences, shm_pins& pins,
+                                                     fence_table& fences, const peer_key& key,
+                                                     shm_pins& pins,
                                                      const shm_device_handles& handles);
 
   shm_receiver(const shm_receiver&) = delete;
@@ -43,7 +47,8 @@ class shm_receiver {
  private:
   using connection = connection_threads::connection;
 
-  shm_receiver(socket_fd listener, const region_table& regions, fence_table& fences, shm_pins& pins,
+  shm_receiver(socket_fd listener, std::string endpoint, const region_table& regions,
+               fence_table& fences, const peer_key& key, shm_pins& pins,
                const shm_device_handles& handles);
 
   void accept_loop();
@@ -51,6 +56,8 @@ class shm_receiver {
 
   const region_table& regions_;
   fence_table& fences_;
+  const peer_key& key_;
+  const std::string endpoint_;
   shm_pins& pins_;
   const shm_device_handles& handles_;
   socket_fd listener_;

@@ -27,12 +27,12 @@ constexpr size_t begin_window = 4;
 
 }  // namespace
 
-shm_sender::shm_sender(std::string socket_name, std::string endpoint, std::string self_name,
+shm_sender::shm_sender(std::string socket_name, std::string endpoint, sender_identity who,
                        const region_table& local, device_copier* device,
                        std::function<void(completion)> complete)
     : socket_name_(std::move(socket_name)),
       endpoint_(std::move(endpoint)),
-      self_name_(std::move(self_name)),
+      who_(std::move(who)),
       local_(local),
       device_(device),
       complete_(std::move(complete)),
@@ -185,7 +185,7 @@ status shm_sender::connect() {
   auto fd = connect_abstract(socket_name_);
   if (!fd.ok())
     return fd.error();
-  if (auto st = send_hello(fd->get(), hello{}, self_name_, max_name); !st.ok())
+  if (auto st = introduce(fd->get(), hello{}, who_, max_name); !st.ok())
     return st;
   std::lock_guard guard{mu_};
   if (stopping_)
@@ -282,7 +282,7 @@ status shm_sender::read_message() {
     p->at = stage::admitted;
     return {};
   }
-  if (v.code > static_cast<uint8_t>(code::fenced))
+  if (v.code > static_cast<uint8_t>(code::not_granted))
     return status::protocol_error("shm peer " + endpoint_ + ": verdict code " +
                                   std::to_string(v.code) + " is not a transport code");
   // A refused batch is the batch's failure, never the link's: the receiver

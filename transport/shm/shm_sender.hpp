@@ -16,6 +16,7 @@
 #include "transport/region.hpp"
 #include "transport/shm/shm_socket.hpp"
 #include "transport/shm/shm_wire.hpp"
+#include "transport/wire_hello.hpp"
 #include "transport/write_op.hpp"
 
 namespace kvferry::transport::shm {
@@ -25,8 +26,9 @@ class shm_sender {
   /// `local` (the transport's regions) must outlive the sender; `complete` is
   /// called once per posted batch, from the sender's thread. `socket_name` is
   /// the peer's abstract socket, `endpoint` its endpoint (for messages),
-  /// `self_name` our own endpoint (so the receiver knows whose connection it is).
-  shm_sender(std::string socket_name, std::string endpoint, std::string self_name,
+  /// `who`: our own endpoint (so the receiver knows whose connection it is)
+  /// and the credential the receiver gave for it.
+  shm_sender(std::string socket_name, std::string endpoint, sender_identity who,
              const region_table& local, device_copier* device,
              std::function<void(completion)> complete);
 
@@ -90,7 +92,7 @@ class shm_sender {
 
   const std::string socket_name_;
   const std::string endpoint_;
-  const std::string self_name_;
+  const sender_identity who_;
   const region_table& local_;
   device_copier* const device_;
   const std::function<void(completion)> complete_;

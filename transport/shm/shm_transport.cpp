@@ -33,12 +33,16 @@ std::string address_text(const void* p) {
 
 class shm_transport final : public transport {
  public:
-  shm_transport(std::string socket_name, std::shared_ptr<device_copier> device)
-      : socket_name_(std::move(socket_name)), device_(std::move(device)) {}
+  shm_transport(std::string socket_name, std::shared_ptr<device_copier> device, bool trust)
+      : socket_name_(std::move(socket_name)),
+        device_(std::move(device)),
+        fences_(trust),
+        key_(!trust) {}
 
   /// Second step of construction: the receiver refers to the tables.
   status listen() {
-    auto r = shm_receiver::start(socket_name_, regions_, fences_, pins_, handles_);
+    auto r =
+        shm_receiver::start(socket_name_, endpoint(), regions_, fences_, key_, pins_, handles_);
     if (!r.ok())
       return r.error();
     receiver_ = std::move(r).value();
@@ -83,15 +87,19 @@ class shm_transport final : public transport {
     return {};
   }
 
-  result<peer_id> connect(const std::string& endpoint) override {
+  using transport::connect;
+  using transport::open_fence;
+
+  result<peer_id> connect(const std::string& endpoint, const std::string& credential) override {
     if (endpoint.rfind(scheme, 0) != 0 || endpoint.size() == scheme.size() ||
         endpoint.size() - scheme.size() > max_socket_name)
       return status::invalid_argument(
           "endpoint '" + endpoint + "', expected shm://<name> of 1 to " +
           std::to_string(max_socket_name) + " characters for the shm backend");
-    return senders_.add(std::make_unique<shm_sender>(endpoint.substr(scheme.size()), endpoint,
-                                                     this->endpoint(), regions_, device_.get(),
-                                                     senders_.relay()));
+    return senders_.add(
+        std::make_unique<shm_sender>(endpoint.substr(scheme.size()), endpoint,
+                                     sender_identity{this->endpoint(), credential, endpoint},
+                                     regions_, device_.get(), senders_.relay()));
   }
 
   status post(peer_id peer, write_batch batch) override {
@@ -102,7 +110,13 @@ class shm_transport final : public transport {
     senders_.set_handler(std::move(handler));
   }
 
-  void open_fence(uint64_t token) override { fences_.open(token); }
+  std::string credential_for(const std::string& sender) const override {
+    return key_.credential_for(sender);
+  }
+
+  void open_fence(uint64_t token, kvferry::transport::grant g) override {
+    fences_.open(token, std::move(g));
+  }
 
   bool close_fence(uint64_t token) override { return fences_.close(token); }
 
@@ -132,6 +146,7 @@ class shm_transport final : public transport {
   const std::shared_ptr<device_copier> device_;
   region_table regions_;
   fence_table fences_;
+  const peer_key key_;
   shm_pins pins_;
   shm_device_handles handles_;
   std::unique_ptr<shm_receiver> receiver_;
@@ -141,7 +156,8 @@ class shm_transport final : public transport {
 }  // namespace
 
 result<std::unique_ptr<transport>> make_shm_transport(const options& opts) {
-  auto t = std::make_unique<shm_transport>(unique_socket_name(), opts.device);
+  auto t =
+      std::make_unique<shm_transport>(unique_socket_name(), opts.device, opts.trust_every_peer);
   if (auto st = t->listen(); !st.ok())
     return st;
   return std::unique_ptr<transport>{std::move(t)};

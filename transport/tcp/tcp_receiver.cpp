@@ -30,25 +30,27 @@ status send_ack(int fd, uint64_t cookie, const status& st) {
 result<std::unique_ptr<tcp_receiver>> tcp_receiver::start(const std::string& host, uint16_t port,
                                                           socket_tuning tuning,
                                                           const region_table& regions,
-                                                          fence_table& fences,
+                                                          fence_table& fences, const peer_key& key,
                                                           std::shared_ptr<device_copier> device) {
   auto listening = listen_on(host, port, tuning.buffer_bytes);
   if (!listening.ok())
     return listening.error();
   auto [fd, bound] = std::move(listening).value();
-  return std::unique_ptr<tcp_receiver>{new tcp_receiver(std::move(fd), bound, regions, fences,
-                                                        std::move(device), tuning.user_timeout_ms)};
+  return std::unique_ptr<tcp_receiver>{new tcp_receiver(
+      std::move(fd), host, bound, regions, fences, key, std::move(device), tuning.user_timeout_ms)};
 }
 
-tcp_receiver::tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions,
-                           fence_table& fences, std::shared_ptr<device_copier> device,
-                           int user_timeout_ms)
+tcp_receiver::tcp_receiver(socket_fd listener, const std::string& host, uint16_t port,
+                           const region_table& regions, fence_table& fences, const peer_key& key,
+                           std::shared_ptr<device_copier> device, int user_timeout_ms)
     : regions_(regions),
       fences_(fences),
+      key_(key),
       device_(std::move(device)),
       user_timeout_ms_(user_timeout_ms),
       listener_(std::move(listener)),
-      port_(port) {
+      port_(port),
+      endpoint_(format_endpoint("tcp", host, port)) {
   acceptor_ = std::thread{[this] { accept_loop(); }};
 }
 
@@ -71,8 +73,9 @@ void tcp_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
   set_user_timeout(fd, user_timeout_ms_);
   hello h;
-  if (!conns_.greet(conn, h, max_name))
+  if (!conns_.greet(conn, h, max_name, key_, endpoint_))
     return;
+  const std::string sender = conn.sender;  // set by greet(), fixed from now on
   std::vector<op_header> ops;
   std::vector<memory_run> runs;
   for (;;) {
@@ -80,11 +83,10 @@ void tcp_receiver::serve(connection& conn) {
     if (!read_exact(fd, &bh, sizeof(bh)).ok())
       return;
     // A frame we cannot parse leaves the stream unsynchronised: drop this
-    // connection only.
-    if (bh.magic != batch_magic || bh.n_ops > max_ops_per_batch)
-      return;
-    ops.resize(bh.n_ops);
-    if (!read_exact(fd, ops.data(), ops.size() * sizeof(op_header)).ok())
+    // connection only. The ops are read as they arrive (read_items): a
+    // header that announces many allocates nothing before their bytes.
+    if (bh.magic != batch_magic || bh.n_ops > max_ops_per_batch ||
+        !read_items(fd, ops, bh.n_ops).ok())
       return;
     uint64_t sum = 0;
     for (auto& op : ops) {
@@ -100,10 +102,9 @@ void tcp_receiver::serve(connection& conn) {
       // The fence is checked and held for the whole batch: once closed,
       // nothing of a later batch with it lands, and close() knows whether
       // this one is still writing.
-      fence_pass pass{fences_, bh.fence};
+      fence_pass pass{fences_, bh.fence, sender, ops};
       if (!pass.admitted())
-        verdict = status::fenced("fence " + std::to_string(bh.fence) +
-                                 " is closed at the receiver: the room's memory was released");
+        verdict = pass.refusal();
       auto held = regions_.guard();
       runs.clear();
       for (auto& op : ops) {

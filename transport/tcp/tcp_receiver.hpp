@@ -15,6 +15,7 @@
 
 #include "transport/connection_threads.hpp"
 #include "transport/fence.hpp"
+#include "transport/peer_auth.hpp"
 #include "transport/posix_socket.hpp"
 #include "transport/region.hpp"
 
@@ -23,12 +24,13 @@ namespace kvferry::transport::tcp {
 class tcp_receiver {
  public:
   /// Listens on host:port; accepted connections are set up by `tuning`
-  /// (buffers, user timeout). `regions` and `fences` must outlive the
-  /// receiver; `device` (may be null) places bytes into device regions.
+  /// (buffers, user timeout) and must prove a credential of `key`.
+  /// `regions`, `fences` and `key` must outlive the receiver; `device` (may
+  /// be null) places bytes into device regions.
   static result<std::unique_ptr<tcp_receiver>> start(const std::string& host, uint16_t port,
                                                      socket_tuning tuning,
                                                      const region_table& regions,
-                                                     fence_table& fences,
+                                                     fence_table& fences, const peer_key& key,
                                                      std::shared_ptr<device_copier> device);
 
   tcp_receiver(const tcp_receiver&) = delete;
@@ -39,13 +41,17 @@ class tcp_receiver {
 
   uint16_t port() const { return port_; }
 
+  /// "tcp://host:port" (an IPv6 host in brackets): where senders connect.
+  const std::string& endpoint() const { return endpoint_; }
+
   /// Closes every connection from the sender named `endpoint`.
   void disconnect(const std::string& endpoint);
 
  private:
   using connection = connection_threads::connection;
 
-  tcp_receiver(socket_fd listener, uint16_t port, const region_table& regions, fence_table& fences,
+  tcp_receiver(socket_fd listener, const std::string& host, uint16_t port,
+               const region_table& regions, fence_table& fences, const peer_key& key,
                std::shared_ptr<device_copier> device, int user_timeout_ms);
 
   void accept_loop();
@@ -53,10 +59,12 @@ class tcp_receiver {
 
   const region_table& regions_;
   fence_table& fences_;
+  const peer_key& key_;
   const std::shared_ptr<device_copier> device_;
   const int user_timeout_ms_;
   socket_fd listener_;
   uint16_t port_;
+  std::string endpoint_;
   std::atomic<bool> stopping_{false};
   connection_threads conns_;
   std::thread acceptor_;

@@ -18,12 +18,12 @@ constexpr int connect_timeout_ms = 5000;
 
 // -- tcp_stream ---------------------------------------------------------------
 
-tcp_stream::tcp_stream(host_port where, std::string label, std::string self_name,
+tcp_stream::tcp_stream(host_port where, std::string label, sender_identity who,
                        const region_table& local, device_copier* device, socket_tuning tuning,
                        std::function<void(const stripe&, status)> done)
     : where_(std::move(where)),
       label_(std::move(label)),
-      self_name_(std::move(self_name)),
+      who_(std::move(who)),
       local_(local),
       device_(device),
       tuning_(tuning),
@@ -75,7 +75,7 @@ bool tcp_stream::ensure_connected(stripe& first) {
   status st;
   if (fd.ok()) {
     set_user_timeout(fd->get(), tuning_.user_timeout_ms);
-    st = send_hello(fd->get(), hello{}, self_name_, max_name);
+    st = introduce(fd->get(), hello{}, who_, max_name);
   } else {
     st = fd.error();
   }
@@ -264,12 +264,12 @@ void tcp_stream::drop(uint64_t generation, const status& why) {
 
 // -- tcp_sender ---------------------------------------------------------------
 
-tcp_sender::tcp_sender(host_port where, std::string endpoint, std::string self_name,
+tcp_sender::tcp_sender(host_port where, std::string endpoint, sender_identity who,
                        const region_table& local, device_copier* device, uint32_t streams,
                        socket_tuning tuning, std::function<void(completion)> complete)
     : where_(std::move(where)),
       endpoint_(std::move(endpoint)),
-      self_name_(std::move(self_name)),
+      who_(std::move(who)),
       local_(local),
       complete_(std::move(complete)) {
   streams = std::max<uint32_t>(1, streams);
@@ -278,7 +278,7 @@ tcp_sender::tcp_sender(host_port where, std::string endpoint, std::string self_n
     if (streams > 1)
       label += " stream " + std::to_string(i + 1) + "/" + std::to_string(streams);
     streams_.push_back(std::make_unique<tcp_stream>(
-        where_, std::move(label), self_name_, local_, device, tuning,
+        where_, std::move(label), who_, local_, device, tuning,
         [this](const stripe& s, status st) { stripe_done(s, std::move(st)); }));
   }
 }

@@ -34,6 +34,7 @@
 
 #include "transport/posix_socket.hpp"
 #include "transport/region.hpp"
+#include "transport/wire_hello.hpp"
 #include "transport/write_op.hpp"
 
 namespace kvferry::transport::tcp {
@@ -56,7 +57,7 @@ class tcp_stream {
   /// from the stream's threads (or, on destruction, the destroying thread),
   /// never under the stream's lock. `label` names the stream in causes;
   /// `tuning` sets up its socket (buffers, user timeout).
-  tcp_stream(host_port where, std::string label, std::string self_name, const region_table& local,
+  tcp_stream(host_port where, std::string label, sender_identity who, const region_table& local,
              device_copier* device, socket_tuning tuning,
              std::function<void(const stripe&, status)> done);
 
@@ -81,8 +82,8 @@ class tcp_stream {
   void fail_in_flight(uint64_t generation, std::pair<uint64_t, uint32_t> which, const status& why);
 
   const host_port where_;
-  const std::string label_;      // "tcp peer tcp://h:p" (+ " stream i/n")
-  const std::string self_name_;  // our own endpoint, sent in the hello
+  const std::string label_;    // "tcp peer tcp://h:p" (+ " stream i/n")
+  const sender_identity who_;  // our endpoint (sent in the hello) and credential
   const region_table& local_;
   device_copier* const device_;
   const socket_tuning tuning_;
@@ -110,11 +111,12 @@ class tcp_sender {
   /// `local` (the transport's regions) and `device` (may be null: no device
   /// regions) must outlive the sender; `complete` is
   /// called once per posted batch, in post order, from the sender's threads
-  /// or the posting thread. `self_name` tells the receiver whose connections
+  /// or the posting thread. `who` tells the receiver whose connections
+  /// (and proves it: its credential)
   /// these are. `streams` (at least 1) and `tuning` as in options.
-  tcp_sender(host_port where, std::string endpoint, std::string self_name,
-             const region_table& local, device_copier* device, uint32_t streams,
-             socket_tuning tuning, std::function<void(completion)> complete);
+  tcp_sender(host_port where, std::string endpoint, sender_identity who, const region_table& local,
+             device_copier* device, uint32_t streams, socket_tuning tuning,
+             std::function<void(completion)> complete);
 
   tcp_sender(const tcp_sender&) = delete;
   tcp_sender& operator=(const tcp_sender&) = delete;
@@ -141,7 +143,7 @@ class tcp_sender {
 
   const host_port where_;
   const std::string endpoint_;
-  const std::string self_name_;
+  const sender_identity who_;
   const region_table& local_;
   const std::function<void(completion)> complete_;
 

@@ -21,11 +21,13 @@ class tcp_transport final : public transport {
         streams_(std::clamp<uint32_t>(opts.tcp_streams, 1, max_streams)),
         tuning_{opts.tcp_socket_buffer, opts.tcp_user_timeout_ms},
         device_(opts.device),
-        regions_(std::move(regions)) {}
+        regions_(std::move(regions)),
+        fences_(opts.trust_every_peer),
+        key_(!opts.trust_every_peer) {}
 
   /// Second step of construction: the receiver refers to regions_.
   status listen(uint16_t port) {
-    auto r = tcp_receiver::start(host_, port, tuning_, *regions_, fences_, device_);
+    auto r = tcp_receiver::start(host_, port, tuning_, *regions_, fences_, key_, device_);
     if (!r.ok())
       return r.error();
     receiver_ = std::move(r).value();
@@ -47,11 +49,10 @@ class tcp_transport final : public transport {
     return caps{.ordered_writes = true};
   }
 
-  std::string endpoint() const override {
-    auto host = host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_;
-    return "tcp://" + host + ":" + std::to_string(receiver_->port());
-  }
+  std::string endpoint() const override { return receiver_->endpoint(); }
 
+  using transport::connect;
+  using transport::open_fence;
   using transport::register_region;
 
   result<region_id> register_region(void* base, uint64_t length, memory_kind kind) override {
@@ -65,13 +66,13 @@ class tcp_transport final : public transport {
 
   status deregister_region(region_id id) override { return regions_->remove(id); }
 
-  result<peer_id> connect(const std::string& endpoint) override {
+  result<peer_id> connect(const std::string& endpoint, const std::string& credential) override {
     auto where = parse_endpoint(endpoint);
     if (!where.ok())
       return where.error();
-    return senders_.add(std::make_unique<tcp_sender>(std::move(where).value(), endpoint,
-                                                     this->endpoint(), *regions_, device_.get(),
-                                                     streams_, tuning_, senders_.relay()));
+    return senders_.add(std::make_unique<tcp_sender>(
+        std::move(where).value(), endpoint, sender_identity{this->endpoint(), credential, endpoint},
+        *regions_, device_.get(), streams_, tuning_, senders_.relay()));
   }
 
   status post(peer_id peer, write_batch batch) override {
@@ -82,7 +83,11 @@ class tcp_transport final : public transport {
     senders_.set_handler(std::move(handler));
   }
 
-  void open_fence(uint64_t token) override { fences_.open(token); }
+  std::string credential_for(const std::string& sender) const override {
+    return key_.credential_for(sender);
+  }
+
+  void open_fence(uint64_t token, grant g) override { fences_.open(token, std::move(g)); }
 
   bool close_fence(uint64_t token) override { return fences_.close(token); }
 
@@ -95,6 +100,7 @@ class tcp_transport final : public transport {
   const std::shared_ptr<device_copier> device_;
   std::unique_ptr<region_table> regions_;
   fence_table fences_;
+  const peer_key key_;
   std::unique_ptr<tcp_receiver> receiver_;
   peer_senders<tcp_sender> senders_;
 };

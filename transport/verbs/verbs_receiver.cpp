@@ -45,7 +45,8 @@ status send_verdict(int fd, uint32_t magic, uint64_t seq, const status& st,
 result<std::unique_ptr<verbs_receiver>> verbs_receiver::start(std::shared_ptr<device> dev,
                                                               const std::string& host,
                                                               uint16_t port, verbs_regions& regions,
-                                                              fence_table& fences) {
+                                                              fence_table& fences,
+                                                              const peer_key& key) {
   auto listening = listen_on(host, port);
   if (!listening.ok())
     return listening.error();
@@ -54,17 +55,20 @@ result<std::unique_ptr<verbs_receiver>> verbs_receiver::start(std::shared_ptr<de
     return status::io_error("verbs: ibv_create_cq for the receiver on " + dev->name + " failed");
   auto [fd, bound] = std::move(listening).value();
   return std::unique_ptr<verbs_receiver>{
-      new verbs_receiver(std::move(dev), cq, std::move(fd), bound, regions, fences)};
+      new verbs_receiver(std::move(dev), cq, std::move(fd), host, bound, regions, fences, key)};
 }
 
 verbs_receiver::verbs_receiver(std::shared_ptr<device> dev, ibv_cq* cq, socket_fd listener,
-                               uint16_t port, verbs_regions& regions, fence_table& fences)
+                               const std::string& host, uint16_t port, verbs_regions& regions,
+                               fence_table& fences, const peer_key& key)
     : dev_(std::move(dev)),
       cq_(cq),
       regions_(regions),
       fences_(fences),
+      key_(key),
       listener_(std::move(listener)),
-      port_(port) {
+      port_(port),
+      endpoint_(format_endpoint("verbs", host, port)) {
   acceptor_ = std::thread{[this] { accept_loop(); }};
 }
 
@@ -87,8 +91,9 @@ void verbs_receiver::disconnect(const std::string& endpoint) {
 void verbs_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
   hello h;
-  if (!conns_.greet(conn, h, max_name))
+  if (!conns_.greet(conn, h, max_name, key_, endpoint_))
     return;
+  const std::string sender = conn.sender;  // set by greet(), fixed from now on
   auto qp = make_rc_qp(*dev_, cq_, 1, 1);
   if (!qp.ok())
     return;
@@ -122,17 +127,13 @@ void verbs_receiver::serve(connection& conn) {
         break;
       continue;
     }
-    if (f.magic != begin_magic || f.n_ops > max_ops_per_batch)
-      break;
-    ops.resize(f.n_ops);
-    if (!read_exact(fd, ops.data(), ops.size() * sizeof(op_header)).ok())
+    if (f.magic != begin_magic || f.n_ops > max_ops_per_batch || !read_items(fd, ops, f.n_ops).ok())
       break;
     status verdict_status;
     admitted_batch batch{f.seq, f.fence, {}};
     std::vector<region_info> news;
-    if (!fences_.enter(f.fence)) {
-      verdict_status = status::fenced("fence " + std::to_string(f.fence) +
-                                      " is closed at the receiver: the room's memory was released");
+    if (auto admitted_st = fences_.enter(f.fence, sender, ops); !admitted_st.ok()) {
+      verdict_status = std::move(admitted_st);
     } else {
       for (auto& op : ops)
         if (std::find(batch.regions.begin(), batch.regions.end(), op.region) == batch.regions.end())

@@ -13,6 +13,7 @@
 
 #include "transport/connection_threads.hpp"
 #include "transport/fence.hpp"
+#include "transport/peer_auth.hpp"
 #include "transport/posix_socket.hpp"
 #include "transport/verbs/verbs_device.hpp"
 #include "transport/verbs/verbs_regions.hpp"
@@ -21,11 +22,14 @@ namespace kvferry::transport::verbs {
 
 class verbs_receiver {
  public:
-  /// Listens on host:port for side channels. `regions` and `fences` must
-  /// outlive the receiver.
+  /// Listens on host:port for side channels. A sender gets a queue pair,
+  /// and the addresses and rkeys of regions, only after it proved a
+  /// credential of `key`. `regions`, `fences` and `key` must outlive the
+  /// receiver.
   static result<std::unique_ptr<verbs_receiver>> start(std::shared_ptr<device> dev,
                                                        const std::string& host, uint16_t port,
-                                                       verbs_regions& regions, fence_table& fences);
+                                                       verbs_regions& regions, fence_table& fences,
+                                                       const peer_key& key);
 
   verbs_receiver(const verbs_receiver&) = delete;
   verbs_receiver& operator=(const verbs_receiver&) = delete;
@@ -35,14 +39,18 @@ class verbs_receiver {
 
   uint16_t port() const { return port_; }
 
+  /// "verbs://host:port": where senders connect.
+  const std::string& endpoint() const { return endpoint_; }
+
   /// Closes every connection from the sender named `endpoint`.
   void disconnect(const std::string& endpoint);
 
  private:
   using connection = connection_threads::connection;
 
-  verbs_receiver(std::shared_ptr<device> dev, ibv_cq* cq, socket_fd listener, uint16_t port,
-                 verbs_regions& regions, fence_table& fences);
+  verbs_receiver(std::shared_ptr<device> dev, ibv_cq* cq, socket_fd listener,
+                 const std::string& host, uint16_t port, verbs_regions& regions,
+                 fence_table& fences, const peer_key& key);
 
   void accept_loop();
   void serve(connection& conn);
@@ -51,8 +59,10 @@ class verbs_receiver {
   ibv_cq* cq_;  // the queue pairs' (empty: the receiver posts nothing)
   verbs_regions& regions_;
   fence_table& fences_;
+  const peer_key& key_;
   socket_fd listener_;
   uint16_t port_;
+  std::string endpoint_;
   std::atomic<bool> stopping_{false};
   connection_threads conns_;
   std::thread acceptor_;

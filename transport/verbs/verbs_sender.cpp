@@ -35,7 +35,7 @@ struct wr_plan {
 }  // namespace
 
 result<std::unique_ptr<verbs_sender>> verbs_sender::start(
-    std::shared_ptr<device> dev, host_port where, std::string endpoint, std::string self_name,
+    std::shared_ptr<device> dev, host_port where, std::string endpoint, sender_identity who,
     verbs_regions& local, std::function<void(completion)> complete) {
   ibv_comp_channel* channel = ::ibv_create_comp_channel(dev->context);
   if (channel == nullptr)
@@ -61,11 +61,11 @@ result<std::unique_ptr<verbs_sender>> verbs_sender::start(
   }
   return std::unique_ptr<verbs_sender>{
       new verbs_sender(std::move(dev), channel, cq, wake, std::move(where), std::move(endpoint),
-                       std::move(self_name), local, std::move(complete))};
+                       std::move(who), local, std::move(complete))};
 }
 
 verbs_sender::verbs_sender(std::shared_ptr<device> dev, ibv_comp_channel* channel, ibv_cq* cq,
-                           int wake, host_port where, std::string endpoint, std::string self_name,
+                           int wake, host_port where, std::string endpoint, sender_identity who,
                            verbs_regions& local, std::function<void(completion)> complete)
     : dev_(std::move(dev)),
       channel_(channel),
@@ -73,7 +73,7 @@ verbs_sender::verbs_sender(std::shared_ptr<device> dev, ibv_comp_channel* channe
       wake_(wake),
       where_(std::move(where)),
       endpoint_(std::move(endpoint)),
-      self_name_(std::move(self_name)),
+      who_(std::move(who)),
       local_(local),
       complete_(std::move(complete)),
       depth_(std::min(dev_->max_qp_wr, max_depth)),
@@ -137,7 +137,7 @@ status verbs_sender::handshake(int fd) {
     std::lock_guard guard{mu_};
     h.qp = local_qp_;
   }
-  if (auto st = send_hello(fd, h, self_name_, max_name); !st.ok())
+  if (auto st = introduce(fd, h, who_, max_name); !st.ok())
     return st;
   hello reply;
   if (auto st = read_exact(fd, &reply, sizeof(reply)); !st.ok())

@@ -25,6 +25,7 @@
 #include "transport/verbs/verbs_qp.hpp"
 #include "transport/verbs/verbs_regions.hpp"
 #include "transport/verbs/verbs_wire.hpp"
+#include "transport/wire_hello.hpp"
 #include "transport/write_op.hpp"
 
 namespace kvferry::transport::verbs {
@@ -33,7 +34,7 @@ class verbs_sender {
  public:
   /// Creates the completion queue and channel and starts the threads.
   static result<std::unique_ptr<verbs_sender>> start(std::shared_ptr<device> dev, host_port where,
-                                                     std::string endpoint, std::string self_name,
+                                                     std::string endpoint, sender_identity who,
                                                      verbs_regions& local,
                                                      std::function<void(completion)> complete);
 
@@ -60,7 +61,7 @@ class verbs_sender {
   };
 
   verbs_sender(std::shared_ptr<device> dev, ibv_comp_channel* channel, ibv_cq* cq, int wake,
-               host_port where, std::string endpoint, std::string self_name, verbs_regions& local,
+               host_port where, std::string endpoint, sender_identity who, verbs_regions& local,
                std::function<void(completion)> complete);
 
   void worker_loop();
@@ -87,7 +88,7 @@ class verbs_sender {
   const int wake_;  // eventfd: wakes the completion thread to stop
   const host_port where_;
   const std::string endpoint_;
-  const std::string self_name_;
+  const sender_identity who_;
   verbs_regions& local_;
   const std::function<void(completion)> complete_;
   const uint32_t depth_;

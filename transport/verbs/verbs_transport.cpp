@@ -26,11 +26,15 @@ result<host_port> parse_endpoint(const std::string& endpoint) {
 
 class verbs_transport final : public transport {
  public:
-  verbs_transport(std::shared_ptr<device> dev, std::string host)
-      : dev_(std::move(dev)), host_(std::move(host)), regions_(dev_) {}
+  verbs_transport(std::shared_ptr<device> dev, std::string host, bool trust)
+      : dev_(std::move(dev)),
+        host_(std::move(host)),
+        regions_(dev_),
+        fences_(trust),
+        key_(!trust) {}
 
   status listen(uint16_t port) {
-    auto r = verbs_receiver::start(dev_, host_, port, regions_, fences_);
+    auto r = verbs_receiver::start(dev_, host_, port, regions_, fences_, key_);
     if (!r.ok())
       return r.error();
     receiver_ = std::move(r).value();
@@ -55,11 +59,10 @@ class verbs_transport final : public transport {
                 .max_write_bytes = UINT64_MAX};
   }
 
-  std::string endpoint() const override {
-    auto host = host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_;
-    return "verbs://" + host + ":" + std::to_string(receiver_->port());
-  }
+  std::string endpoint() const override { return receiver_->endpoint(); }
 
+  using transport::connect;
+  using transport::open_fence;
   using transport::register_region;
 
   /// Device memory is handed to the NIC as it is (GPUDirect RDMA): the
@@ -71,11 +74,12 @@ class verbs_transport final : public transport {
 
   status deregister_region(region_id id) override { return regions_.remove(id); }
 
-  result<peer_id> connect(const std::string& endpoint) override {
+  result<peer_id> connect(const std::string& endpoint, const std::string& credential) override {
     auto where = parse_endpoint(endpoint);
     if (!where.ok())
       return where.error();
-    auto sender = verbs_sender::start(dev_, std::move(where).value(), endpoint, this->endpoint(),
+    auto sender = verbs_sender::start(dev_, std::move(where).value(), endpoint,
+                                      sender_identity{this->endpoint(), credential, endpoint},
                                       regions_, senders_.relay());
     if (!sender.ok())
       return sender.error();
@@ -90,7 +94,11 @@ class verbs_transport final : public transport {
     senders_.set_handler(std::move(handler));
   }
 
-  void open_fence(uint64_t token) override { fences_.open(token); }
+  std::string credential_for(const std::string& sender) const override {
+    return key_.credential_for(sender);
+  }
+
+  void open_fence(uint64_t token, grant g) override { fences_.open(token, std::move(g)); }
 
   bool close_fence(uint64_t token) override { return fences_.close(token); }
 
@@ -101,6 +109,7 @@ class verbs_transport final : public transport {
   const std::string host_;
   verbs_regions regions_;
   fence_table fences_;
+  const peer_key key_;
   std::unique_ptr<verbs_receiver> receiver_;
   peer_senders<verbs_sender> senders_;
 };
@@ -111,7 +120,8 @@ result<std::unique_ptr<transport>> make_verbs_transport(const options& opts) {
   auto dev = open_device(opts.rdma_device, opts.rdma_port, opts.rdma_gid_index);
   if (!dev.ok())
     return dev.error();
-  auto t = std::make_unique<verbs_transport>(std::move(dev).value(), opts.listen_host);
+  auto t = std::make_unique<verbs_transport>(std::move(dev).value(), opts.listen_host,
+                                             opts.trust_every_peer);
   if (auto st = t->listen(opts.listen_port); !st.ok())
     return st;
   return std::unique_ptr<transport>{std::move(t)};
