@@ -2,11 +2,37 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <string>
+
 #include <caf/actor_cast.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/system_messages.hpp>
 
+#include "actors/log.hpp"
+
 namespace kvferry::launch {
+
+namespace {
+
+/// Only the ranks this node hosts are kept: a report for any other place
+/// (from a stranger on the status port) is dropped, so the map stays the
+/// size of the node.
+bool of_this_node(status_state& st, const std::string& instance, uint32_t index) {
+  auto key = std::make_pair(instance, index);
+  bool ok = st.now.expected.empty()
+                ? st.ranks.count(key) != 0 || st.ranks.size() < max_status_ranks
+                : std::find(st.now.expected.begin(), st.now.expected.end(),
+                            instance + "/" + std::to_string(index)) != st.now.expected.end();
+  if (!ok && !st.stranger_told) {
+    st.stranger_told = true;
+    log().warn("[status {}] dropped a report for {}/{}: not a rank of this node (said once)",
+               st.now.node, instance, index);
+  }
+  return ok;
+}
+
+}  // namespace
 
 status_actor::behavior_type node_status_actor(status_actor::stateful_pointer<status_state> self,
                                               std::string node, std::string mode,
@@ -30,6 +56,8 @@ status_actor::behavior_type node_status_actor(status_actor::stateful_pointer<sta
   });
   return {
       [self](rank_report& r) {
+        if (!of_this_node(self->state, r.instance, r.index))
+          return;
         auto key = std::make_pair(r.instance, r.index);
         auto& h = self->state.ranks[key];
         bool fresh_actor = r.actor && (!h.last.actor || h.last.actor != r.actor);
@@ -44,6 +72,8 @@ status_actor::behavior_type node_status_actor(status_actor::stateful_pointer<sta
         }
       },
       [self](rank_exit& e) {
+        if (!of_this_node(self->state, e.instance, e.index))
+          return;
         auto& h = self->state.ranks[std::make_pair(e.instance, e.index)];
         if (h.last.instance.empty()) {  // it died before it reported
           h.last.instance = e.instance;

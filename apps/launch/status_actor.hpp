@@ -26,7 +26,11 @@ struct status_state {
   node_status now;                                                // node, pid, mode, expected
   std::map<std::pair<std::string, uint32_t>, rank_health> ranks;  // by (instance, index)
   std::map<caf::actor_addr, std::pair<std::string, uint32_t>> watched;
+  bool stranger_told = false;  // a report for a rank not of this node was logged once
 };
+
+/// Ranks a node keeps reports of when it was given no expected list.
+constexpr size_t max_status_ranks = 4096;
 
 /// `expected` lists "INSTANCE/INDEX" of every rank the node should host.
 status_actor::behavior_type node_status_actor(status_actor::stateful_pointer<status_state> self,
