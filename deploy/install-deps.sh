@@ -7,7 +7,9 @@ set -euo pipefail
 packages=(
   g++ cmake make            # toolchain (g++ only: Debian's libcaf is GCC-built)
   libcaf-dev                # C++ Actor Framework 0.17: core, io, openssl
-  libssl-dev                # caf/openssl headers include OpenSSL's
+  libssl-dev                # caf/openssl headers include OpenSSL's; libcrypto: data-plane HMAC
+  openssl                   # deploy/make-certs.sh (and its test)
+  procps                    # pgrep: the hostile test finds the node processes
   catch2                    # Catch2 v2
   libspdlog-dev libfmt-dev  # logging
   libibverbs-dev librdmacm-dev  # the verbs backend (built always, runs where a device is)
