@@ -62,11 +62,14 @@
 #include "messages/status.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/support/free_port.hpp"
+#include "tests/support/process_probe.hpp"
 #include "transport/peer_auth.hpp"
 #include "transport/tcp/tcp_wire.hpp"
 
 using namespace kvferry::apps;
 using kvferry::test::free_port;
+using kvferry::test::pids_with;
+using kvferry::test::rss_kib;
 using namespace std::chrono_literals;
 namespace wire = kvferry::transport::tcp;
 
@@ -75,29 +78,6 @@ namespace {
 const std::string launcher = KVFERRY_LAUNCH_PATH;
 
 using steady = std::chrono::steady_clock;
-
-/// VmRSS of `pid` in KiB (0 if gone).
-long rss_kib(int pid) {
-  std::ifstream in{"/proc/" + std::to_string(pid) + "/status"};
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::strtol(line.c_str() + 6, nullptr, 10);
-  return 0;
-}
-
-/// pids of the processes whose command line contains `needle`.
-std::vector<int> pids_with(const std::string& needle) {
-  std::vector<int> out;
-  child_process ps{{"/usr/bin/pgrep", "-f", "--", needle}};
-  ps.wait(5s);
-  std::istringstream in{ps.output()};
-  int pid = 0;
-  while (in >> pid)
-    if (pid != ::getpid())
-      out.push_back(pid);
-  return out;
-}
 
 /// The loopback/any tcp ports `pid` listens on: its socket inodes matched
 /// against /proc/net/tcp{,6} rows in state LISTEN (0A).

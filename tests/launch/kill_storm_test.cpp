@@ -35,9 +35,12 @@
 
 #include "apps/common/child_process.hpp"
 #include "tests/support/free_port.hpp"
+#include "tests/support/process_probe.hpp"
 
 using namespace kvferry::apps;
 using kvferry::test::free_port;
+using kvferry::test::pids_with;
+using kvferry::test::rss_kib;
 using namespace std::chrono_literals;
 
 namespace {
@@ -47,29 +50,6 @@ const std::string launcher = KVFERRY_LAUNCH_PATH;
 uint32_t env_or(const char* name, uint32_t fallback) {
   auto* v = std::getenv(name);
   return v ? static_cast<uint32_t>(std::strtoul(v, nullptr, 10)) : fallback;
-}
-
-/// pids of the processes whose command line contains `needle`.
-std::vector<int> pids_with(const std::string& needle) {
-  std::vector<int> out;
-  child_process ps{{"/usr/bin/pgrep", "-f", "--", needle}};
-  ps.wait(5s);
-  std::istringstream in{ps.output()};
-  int pid = 0;
-  while (in >> pid)
-    if (pid != ::getpid())
-      out.push_back(pid);
-  return out;
-}
-
-/// VmRSS of `pid` in KiB (0 if gone).
-long rss_kib(int pid) {
-  std::ifstream in{"/proc/" + std::to_string(pid) + "/status"};
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::strtol(line.c_str() + 6, nullptr, 10);
-  return 0;
 }
 
 std::string cluster(uint32_t requests, uint32_t per_second) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/support/completion_log.hpp"
+#include "tests/support/process_probe.hpp"
 #include "tests/support/trusting.hpp"
 #include "transport/peer_auth.hpp"
 #include "transport/posix_socket.hpp"
@@ -28,6 +29,7 @@
 using namespace kvferry;
 using namespace kvferry::transport;
 using kvferry::test::completion_log;
+using kvferry::test::rss_kib;
 
 namespace {
 
@@ -83,15 +85,6 @@ struct guarded_pair {
     return std::memcmp(src.data() + off, dst.data() + off, len) == 0;
   }
 };
-
-uint64_t rss_kib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::stoull(line.substr(6));
-  return 0;
-}
 
 }  // namespace
 
