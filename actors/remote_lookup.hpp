@@ -3,7 +3,8 @@
 // handle given in the locator is used as is; host:port goes through the
 // middleman actor's asynchronous connect, with a timeout (CAF's blocking
 // remote_actor() can hang forever on a frozen peer), and the published
-// actor's interface is checked against the handle type.
+// actor's interface is checked against the handle type. Under TLS the lookup
+// goes through this process's gateway instead (actors/tls.hpp).
 #pragma once
 
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/node_id.hpp>
 
+#include "actors/gateway/gateway_actor.hpp"
 #include "messages/failure.hpp"
 
 namespace kvferry {
@@ -36,28 +38,31 @@ void resolve_published(Self* self, Handle direct, const std::string& host, uint1
         errc::bootstrap_unreachable, key + " is remote but this actor system has no middleman")});
     return;
   }
-  auto mm = sys.middleman().actor_handle();
-  self->request(mm, timeout, caf::connect_atom::value, host, port)
-      .then(
-          [self, key, done](const caf::node_id&, caf::strong_actor_ptr& ptr,
-                            const std::set<std::string>& ifs) mutable {
-            if (!ptr) {
-              done(caf::expected<Handle>{
-                  make_error(errc::bootstrap_unreachable, "nothing is published as " + key)});
-              return;
-            }
-            if (!self->home_system().template assignable<Handle>(ifs)) {
-              done(caf::expected<Handle>{
-                  make_error(errc::bootstrap_unreachable,
-                             "the actor published as " + key + " has another interface")});
-              return;
-            }
-            done(caf::expected<Handle>{caf::actor_cast<Handle>(std::move(ptr))});
-          },
-          [key, done](caf::error& err) mutable {
-            done(caf::expected<Handle>{
-                make_error(errc::bootstrap_unreachable, key + ": " + caf::to_string(err))});
-          });
+  auto found = [self, key, done](caf::strong_actor_ptr ptr,
+                                 const std::set<std::string>& ifs) mutable {
+    if (!ptr)
+      done(caf::expected<Handle>{
+          make_error(errc::bootstrap_unreachable, "nothing is published as " + key)});
+    else if (!self->home_system().template assignable<Handle>(ifs))
+      done(caf::expected<Handle>{
+          make_error(errc::bootstrap_unreachable,
+                     "the actor published as " + key + " has another interface")});
+    else
+      done(caf::expected<Handle>{caf::actor_cast<Handle>(std::move(ptr))});
+  };
+  auto failed = [key, done](caf::error& err) mutable {
+    done(caf::expected<Handle>{
+        make_error(errc::bootstrap_unreachable, key + ": " + caf::to_string(err))});
+  };
+  if (sys.has_openssl_manager())
+    self->request(gateway_of(sys), timeout, caf::connect_atom_v, host, port)
+        .then([found](published_actor& p) mutable { found(std::move(p.whom), p.interface); },
+              failed);
+  else
+    self->request(sys.middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
+        .then([found](const caf::node_id&, caf::strong_actor_ptr& ptr,
+                      const std::set<std::string>& ifs) mutable { found(std::move(ptr), ifs); },
+              failed);
 }
 
 }  // namespace kvferry

@@ -11,6 +11,9 @@
 #                     from its host (IP: for an address, DNS: for a name),
 #                     extendedKeyUsage serverAuth and clientAuth, signed by the CA
 #   NODE.key          that node's key (0600)
+#   ctl.pem, ctl.key  kvferry-ctl's identity (CN=ctl, DNS:kvferry-ctl), signed
+#                     by the CA: what `kvferry-ctl --cluster FILE status` shows
+#                     the nodes under [tls] (its --identity picks another)
 # Keys are ECDSA P-256; certificates are valid for --days N (default 825).
 #
 # It refuses to replace an existing ca.key: --force makes a new CA (then every
@@ -127,6 +130,7 @@ while IFS=$'\t' read -r name host line; do
   [[ $name =~ ^[A-Za-z0-9_][A-Za-z0-9._-]*$ ]] \
     || die "$cluster:$line: node name \"$name\": expected letters, digits, '.', '_' and '-' only (it names the node's files and is its certificate's CN)"
   (( ${#name} <= 64 )) || die "$cluster:$line: node name \"$name\" has ${#name} characters; expected at most 64 (the limit of a CN)"
+  [[ $name != ctl ]] || die "$cluster:$line: node name \"ctl\" is kvferry-ctl's identity; expected another name"
   [[ -z ${seen[$name]:-} ]] || die "$cluster:$line: node name \"$name\" is also the name of the node at line ${seen[$name]}; expected unique names"
   seen[$name]=$line
   if [[ $host =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
@@ -220,6 +224,9 @@ else
   made+=("ca.pem" "ca.key")
 fi
 
+# kvferry-ctl's identity rides along as one more "node" with a DNS name.
+names+=("ctl")
+hosts+=("kvferry-ctl")
 for k in "${!names[@]}"; do
   name=${names[$k]}
   host=${hosts[$k]}
@@ -263,7 +270,7 @@ if (( force )); then
   for f in "$out"/*.pem; do
     [[ -f $f ]] || continue
     n=$(basename -- "$f" .pem)
-    [[ $n == ca || -n ${seen[$n]:-} ]] && continue
+    [[ $n == ca || $n == ctl || -n ${seen[$n]:-} ]] && continue
     echo "$me: note: $f is not a node of $cluster and was signed by the old CA; remove it, or remake it with --reuse-ca and its cluster file" >&2
   done
 fi

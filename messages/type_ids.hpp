@@ -9,6 +9,7 @@
 #include "messages/bootstrap.hpp"
 #include "messages/decision.hpp"
 #include "messages/failure.hpp"
+#include "messages/gateway.hpp"
 #include "messages/handles.hpp"
 #include "messages/ids.hpp"
 #include "messages/kv_poll.hpp"
@@ -112,4 +113,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvferry_status, caf::id_block::kvferry::end)
   CAF_ADD_TYPE_ID(kvferry_status, (kvferry::rank_exit))
 
 CAF_END_TYPE_ID_BLOCK(kvferry_status)
+
+// The gateway of a process under TLS (messages/gateway.hpp).
+CAF_BEGIN_TYPE_ID_BLOCK(kvferry_gateway, caf::id_block::kvferry_status::end)
+
+  CAF_ADD_TYPE_ID(kvferry_gateway, (kvferry::published_actor))
+
+CAF_END_TYPE_ID_BLOCK(kvferry_gateway)
 // clang-format on

@@ -39,6 +39,42 @@ auto guarded_callback(self_ptr self, F f) {
 
 /// Sends the verdict to every decode rank that joined the room and every
 /// prefill participant.
+/// True when the message being handled comes from the registered decode rank
+/// at `rank`'s place; else it is dropped (what: the message, for the log).
+bool from_member(self_ptr self, const rank_ref& rank, std::string_view what) {
+  auto& m = self->state.members;
+  auto i = m.find({rank.tp, rank.pp});
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (i != m.end() && sender && i->second.address() == sender)
+    return true;
+  drop_stranger(self, who(self), what);
+  return false;
+}
+
+/// True when the message being handled comes from a registered decode rank,
+/// or from a prefill rank some room named (`rank`, when given, must be the
+/// sender's); else it is dropped.
+bool from_participant(self_ptr self, const rank_ref* rank, std::string_view what) {
+  auto& st = self->state;
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (sender) {
+    for (auto& [place, handle] : st.members)
+      if (handle.address() == sender &&
+          (!rank || (rank->tp == place.first && rank->pp == place.second)))
+        return true;
+    if (rank) {
+      if (auto p = st.prefill.find(*rank); p != st.prefill.end() && p->second.address() == sender)
+        return true;
+    } else {
+      for (auto& [r, handle] : st.prefill)
+        if (handle.address() == sender)
+          return true;
+    }
+  }
+  drop_stranger(self, who(self), what);
+  return false;
+}
+
 void broadcast(self_ptr self, const decision_book::room& r, const verdict& v) {
   auto& st = self->state;
   room_verdict msg{r.key, v.outcome, v.why};
@@ -310,6 +346,8 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
         return member_ack{book.instance(), book.instance_generation()};
       },
       [self](room_join& j) {
+        if (!from_member(self, j.rank, "a room_join"))
+          return;
         auto& st = self->state;
         auto joiner = caf::actor_cast<decode_rank_actor>(self->current_sender());
         if (!st.book.find(room_key{j.room, 0}))
@@ -376,6 +414,8 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
         }
       },
       [self](room_finished& f) {
+        if (!from_participant(self, &f.rank, "a room_finished"))
+          return;
         auto& book = self->state.book;
         auto* r = book.find(f.key);
         if (r && r->decision.decided()) {
@@ -391,6 +431,8 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
             broadcast(self, *r, *v);
       },
       [self](room_failure& f) {
+        if (!from_participant(self, nullptr, "a room_failure"))
+          return;
         auto& st = self->state;
         auto* r = st.book.find(f.key);
         if (!r && f.key.generation == 0) {
@@ -457,6 +499,8 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
         return *rp;
       },
       [self](room_leave& l) {
+        if (!from_member(self, l.rank, "a room_leave"))
+          return;
         if (self->state.book.leave(l.key, l.rank, live_members(self)))
           forget_unnamed_prefill(self);
       },

@@ -22,6 +22,7 @@
 #include "actors/decision/decision_book.hpp"
 #include "actors/decision/liveness.hpp"
 #include "actors/rank/deadlines.hpp"
+#include "actors/sender_check.hpp"
 #include "messages/handles.hpp"
 
 namespace kvferry {
@@ -60,6 +61,9 @@ struct decider_state {
   caf::actor_clock::time_point last_round{};
   caf::actor_clock::time_point beat_due{};
   caf::actor_clock::time_point stall_end{};
+  /// Joins, finishes, failures and leaves from senders that are not the
+  /// room's ranks: dropped, each sender logged once.
+  stranger_log<caf::actor_addr> strangers;
 };
 
 /// Spawns the decider of decode instance `instance` of tp_size x pp_size

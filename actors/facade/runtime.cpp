@@ -12,6 +12,7 @@
 #include "actors/rank/local_pool.hpp"
 #include "actors/rank/prefill_rank.hpp"
 #include "actors/staging/staging_actor.hpp"
+#include "actors/tls.hpp"
 #include "actors/transfer/transfer_actor.hpp"
 #include "transport/device_registry.hpp"
 #include "transport/registry.hpp"
@@ -201,8 +202,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
         return make_error(errc::invalid_argument,
                           "control_host = " + o.control_host +
                               ": publishing a rank needs an actor system with a middleman");
-      auto port =
-          sys.middleman().publish(rt->prefill_, o.control_port, o.control_host.c_str(), true);
+      auto port = publish_actor(sys, rt->prefill_, o.control_port, o.control_host);
       if (!port) {
         caf::anon_send_exit(rt->prefill_, caf::exit_reason::user_shutdown);
         return make_error(errc::invalid_argument,
@@ -282,7 +282,7 @@ void runtime::stop() {
   stopped_ = true;
   std::vector<caf::actor> actors;
   if (prefill_ && control_port_ != 0 && sys_.has_middleman())
-    sys_.middleman().unpublish(prefill_, control_port_);
+    unpublish_actor(sys_, prefill_, control_port_);
   if (prefill_)
     actors.push_back(caf::actor_cast<caf::actor>(prefill_));
   if (transfer_)

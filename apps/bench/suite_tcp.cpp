@@ -7,9 +7,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <regex>
 #include <thread>
@@ -22,6 +25,7 @@
 #include "actors/config.hpp"
 #include "actors/facade/runtime.hpp"
 #include "actors/plan/planner.hpp"
+#include "actors/tls.hpp"
 #include "apps/bench/bench_report.hpp"
 #include "apps/bench/kv_traffic.hpp"
 #include "apps/common/child_process.hpp"
@@ -145,11 +149,48 @@ void bandwidth(const args& a) {
   sink.wait(10s);
 }
 
-void room_latency(const args& a) {
+/// The TLS files of a bench run under `dir`: one self-signed certificate
+/// that both processes show and trust (one CA of one certificate), made with
+/// the openssl command. Nothing when the command is missing or fails.
+tls_files files_in(const std::string& dir) {
+  return tls_files{dir + "/bench.pem", dir + "/bench.key", dir + "/bench.pem", {}};
+}
+
+std::optional<tls_files> bench_certificate(const std::string& dir) {
+  auto files = files_in(dir);
+  auto &cert = files.certificate, &key = files.key;
+  auto cmd =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 "
+      "-subj /CN=kvferry-bench -addext subjectAltName=IP:127.0.0.1 -keyout " +
+      key + " -out " + cert + " >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0)
+    return std::nullopt;
+  return files;
+}
+
+/// The files a peer gets from --tls-dir (made by bench_certificate).
+std::optional<tls_files> tls_of(const args& a) {
+  auto dir = a.get("tls-dir", std::string{});
+  if (dir.empty())
+    return std::nullopt;
+  return files_in(dir);
+}
+
+/// p50 of one small room across two processes (and CAF's own round trip
+/// between them, the baseline), with the control plane over TLS or not.
+struct room_figures {
+  std::vector<double> rooms;
+  std::vector<double> rtt;
+};
+
+room_figures room_latency_run(const args& a, const std::optional<std::string>& tls_dir) {
   auto samples = static_cast<uint32_t>(a.get("rooms", a.has("quick") ? 200 : 1000));
   auto warmup = 50u;
-  apps::child_process peer{
-      {self_exe(), "--peer=prefill-rooms", "--rooms=" + std::to_string(samples + warmup)}};
+  std::vector<std::string> argv{self_exe(), "--peer=prefill-rooms",
+                                "--rooms=" + std::to_string(samples + warmup)};
+  if (tls_dir)
+    argv.push_back("--tls-dir=" + *tls_dir);
+  apps::child_process peer{argv};
   auto line = peer.wait_for_line([](auto& l) { return l.rfind("ready ", 0) == 0; }, 60s);
   std::smatch m;
   if (!line || !std::regex_search(*line, m, std::regex{R"(bootstrap=(\d+))"}))
@@ -157,6 +198,8 @@ void room_latency(const args& a) {
   auto port = static_cast<uint16_t>(std::stoul(m[1]));
 
   kvferry::config cfg;
+  if (tls_dir)
+    enable_tls(cfg, files_in(*tls_dir));
   caf::actor_system sys{cfg};
   apps::workload w = apps::workload{};
   w.rooms = samples + warmup;
@@ -189,7 +232,7 @@ void room_latency(const args& a) {
   }
 
   // Baseline: CAF's request/response round trip between the same processes.
-  auto boot = sys.middleman().remote_actor<bootstrap_actor>("127.0.0.1", port);
+  auto boot = find_published<bootstrap_actor>(sys, "127.0.0.1", port, 10s);
   std::vector<double> rtt;
   if (boot) {
     caf::scoped_actor self{sys};
@@ -202,24 +245,59 @@ void room_latency(const args& a) {
         rtt.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
     }
   }
-  figure f;
-  f.suite = "tcp";
-  f.metric = "room_latency_us";
-  f.value = percentile(lat, 50);
-  f.unit = "us";
-  if (!rtt.empty()) {
-    f.baseline = percentile(rtt, 50);
-    f.baseline_name = "CAF request/response round trip p50, same processes";
-  }
-  f.reps = static_cast<int>(lat.size());
-  f.extra["p50"] = percentile(lat, 50);
-  f.extra["p99"] = percentile(lat, 99);
-  f.notes["room"] = "1 page of 16 tokens, 4 layers x 8 heads x 64 (128 KiB) + 64 B aux";
-  print(f, a.json);
   (*rt)->stop();
   peer.close_stdin();
   if (peer.wait(30s) != 0)
     throw std::runtime_error("prefill-rooms peer failed: " + peer.output());
+  return {std::move(lat), std::move(rtt)};
+}
+
+void room_latency(const args& a) {
+  const std::string room = "1 page of 16 tokens, 4 layers x 8 heads x 64 (128 KiB) + 64 B aux";
+  auto plain = room_latency_run(a, std::nullopt);
+  figure f;
+  f.suite = "tcp";
+  f.metric = "room_latency_us";
+  f.value = percentile(plain.rooms, 50);
+  f.unit = "us";
+  if (!plain.rtt.empty()) {
+    f.baseline = percentile(plain.rtt, 50);
+    f.baseline_name = "CAF request/response round trip p50, same processes";
+  }
+  f.reps = static_cast<int>(plain.rooms.size());
+  f.extra["p50"] = percentile(plain.rooms, 50);
+  f.extra["p99"] = percentile(plain.rooms, 99);
+  f.notes["room"] = room;
+  print(f, a.json);
+
+  // The same with the control plane over mutual TLS (caf::openssl).
+  char dir[] = "/tmp/kvferry-bench-tls-XXXXXX";
+  if (!::mkdtemp(dir))
+    throw std::runtime_error("cannot make a directory for the TLS certificate");
+  auto files = bench_certificate(dir);
+  if (!files) {
+    std::cerr << "kvferry-bench: room_latency_tls_us skipped: the openssl command could not "
+                 "make a certificate\n";
+    std::filesystem::remove_all(dir);
+    return;
+  }
+  auto tls = room_latency_run(a, std::string{dir});
+  std::filesystem::remove_all(dir);
+  figure t;
+  t.suite = "tcp";
+  t.metric = "room_latency_tls_us";
+  t.value = percentile(tls.rooms, 50);
+  t.unit = "us";
+  t.baseline = percentile(plain.rooms, 50);
+  t.baseline_name = "room latency p50 without TLS, same run";
+  t.reps = static_cast<int>(tls.rooms.size());
+  t.extra["p50"] = percentile(tls.rooms, 50);
+  t.extra["p99"] = percentile(tls.rooms, 99);
+  if (!tls.rtt.empty())
+    t.extra["caf_rtt_tls_p50"] = percentile(tls.rtt, 50);
+  t.notes["room"] = room;
+  t.notes["tls"] = "mutual TLS on the control plane (caf::openssl, ECDSA P-256), data plane tcp";
+  print(t, a.json);
 }
 
 }  // namespace
@@ -271,9 +349,11 @@ int run_tcp_sink_peer(const args& a) {
 
 int run_prefill_rooms_peer(const args& a) {
   kvferry::config cfg;
+  if (auto tls = tls_of(a))
+    enable_tls(cfg, *tls);
   caf::actor_system sys{cfg};
   auto boot = sys.spawn(bootstrap, std::string{"bench-prefill"}, fresh_generation());
-  auto port = sys.middleman().publish(boot, 0, "127.0.0.1", true);
+  auto port = publish_actor(sys, boot, 0, "127.0.0.1");
   if (!port)
     throw std::runtime_error(sys.render(port.error()));
   apps::host_pool pool{apps::model_shape{"tiny", 4, 8, 64, kv_dtype::bf16, false}, 16, 64, 16};

@@ -7,6 +7,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "actors/tls.hpp"
 #include "messages/ids.hpp"
 #include "messages/type_ids.hpp"
 
@@ -15,26 +16,6 @@ namespace kvferry::ctl {
 namespace {
 
 using namespace kvferry::launch;
-
-/// The actor published at host:port, or the reason there is none.
-template <class Handle>
-caf::expected<Handle> lookup(caf::scoped_actor& self, const std::string& host, uint16_t port,
-                             caf::timespan timeout) {
-  caf::expected<Handle> out{caf::sec::request_timeout};
-  auto mm = self->home_system().middleman().actor_handle();
-  self->request(mm, timeout, caf::connect_atom::value, host, port)
-      .receive(
-          [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
-            if (!ptr)
-              out = caf::make_error(caf::sec::no_actor_published_at_port);
-            else if (!self->home_system().assignable<Handle>(ifs))
-              out = caf::make_error(caf::sec::unexpected_actor_messaging_interface);
-            else
-              out = caf::actor_cast<Handle>(std::move(ptr));
-          },
-          [&](caf::error& e) { out = std::move(e); });
-  return out;
-}
 
 std::string where(const std::string& host, uint16_t port) {
   return host + ":" + std::to_string(port);
@@ -82,7 +63,7 @@ cluster_view gather(caf::actor_system& sys, const cluster_spec& c,
     a.node = &n;
     if (n.status_port == 0) {
       a.error = "no status_port in the file";
-    } else if (auto h = lookup<status_actor>(self, n.host, n.status_port, timeout); !h) {
+    } else if (auto h = find_published<status_actor>(sys, n.host, n.status_port, timeout); !h) {
       a.error = "unreachable at " + where(n.host, n.status_port) + ": " + sys.render(h.error());
     } else {
       self->request(*h, timeout, status_atom_v)
@@ -97,7 +78,7 @@ cluster_view gather(caf::actor_system& sys, const cluster_spec& c,
     bootstrap_answer b;
     b.instance = &i;
     auto& host = c.find_node(i.node)->host;
-    if (auto h = lookup<bootstrap_actor>(self, host, i.bootstrap_port, timeout); !h) {
+    if (auto h = find_published<bootstrap_actor>(sys, host, i.bootstrap_port, timeout); !h) {
       b.error = "unreachable at " + where(host, i.bootstrap_port) + ": " + sys.render(h.error());
     } else {
       self->request(*h, timeout, topology_atom_v)

@@ -17,6 +17,7 @@
 
 #include "actors/config.hpp"
 #include "actors/log.hpp"
+#include "actors/tls.hpp"
 #include "apps/ctl/cluster_status.hpp"
 #include "apps/launch/cluster_file.hpp"
 
@@ -26,12 +27,15 @@ struct ctl_config : kvferry::config {
   std::string cluster;
   std::string node;
   caf::timespan timeout = std::chrono::seconds{3};
+  std::string identity = "ctl";
 
   ctl_config() {
     opt_group{custom_options_, "global"}
         .add(cluster, "cluster", "the cluster file (TOML), see deploy/clusters/")
         .add(node, "node", "status: this node and the nodes it depends on only")
-        .add(timeout, "timeout", "per node and bootstrap: how long to wait for an answer");
+        .add(timeout, "timeout", "per node and bootstrap: how long to wait for an answer")
+        .add(identity, "identity",
+             "under [tls]: whose certificate to show the nodes (default ctl: ctl.pem, ctl.key)");
   }
 };
 
@@ -42,7 +46,8 @@ int main(int argc, char** argv) {
   std::string command;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if ((a == "--cluster" || a == "--node" || a == "--timeout") && i + 1 < argc)
+    if ((a == "--cluster" || a == "--node" || a == "--timeout" || a == "--identity") &&
+        i + 1 < argc)
       a += "=" + std::string{argv[++i]};
     if (!a.empty() && a[0] != '-' && command.empty())
       command = a;
@@ -77,6 +82,15 @@ int main(int argc, char** argv) {
     nodes = kvferry::ctl::peers_of(c, cfg.node);
   }
   kvferry::set_log_level(cfg.log_level);
+  if (c.tls) {
+    auto files = c.tls->files_of(cfg.identity);
+    if (auto why = kvferry::check_tls_files(files); !why.empty()) {
+      std::cerr << c.file << ":" << c.tls->line << ": [tls] for --identity=" << cfg.identity << ": "
+                << why << "\n";
+      return 2;
+    }
+    kvferry::enable_tls(cfg, files);
+  }
   int rc = 0;
   {
     caf::actor_system sys{cfg};

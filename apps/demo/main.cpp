@@ -33,6 +33,7 @@
 #include "actors/decision/decider_actor.hpp"
 #include "actors/facade/runtime.hpp"
 #include "actors/log.hpp"
+#include "actors/tls.hpp"
 #include "apps/common/host_pool.hpp"
 #include "apps/common/hosted_ranks.hpp"
 #include "apps/common/scheduler_driver.hpp"
@@ -193,7 +194,7 @@ void print(const run_report& r, const std::string& side, const demo_config& cfg,
 std::optional<std::pair<bootstrap_actor, uint16_t>> publish_bootstrap(caf::actor_system& sys,
                                                                       const demo_config& cfg) {
   auto boot = sys.spawn(bootstrap, std::string{"prefill-0"}, fresh_generation());
-  auto port = sys.middleman().publish(boot, cfg.bootstrap_port, cfg.host.c_str(), true);
+  auto port = publish_actor(sys, boot, cfg.bootstrap_port, cfg.host);
   if (!port) {
     std::cerr << "kvferry-demo: cannot publish the bootstrap on " << cfg.host << ":"
               << cfg.bootstrap_port << ": " << sys.render(port.error()) << "\n";

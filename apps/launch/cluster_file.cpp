@@ -32,7 +32,7 @@ std::string type_name(const toml::node& n) {
   return os.str();
 }
 
-std::string quoted(std::string_view s) {
+std::string in_quotes(std::string_view s) {
   return "\"" + std::string{s} + "\"";
 }
 
@@ -52,7 +52,7 @@ class reader {
   void only(const toml::table& t, std::string_view where, const keys& allowed) {
     for (auto&& [k, v] : t)
       if (std::find(allowed.begin(), allowed.end(), k.str()) == allowed.end())
-        fail(line_of(v), "unknown key " + quoted(k.str()) + " in " + std::string{where} +
+        fail(line_of(v), "unknown key " + in_quotes(k.str()) + " in " + std::string{where} +
                              "; expected one of " + join(allowed));
   }
 
@@ -129,7 +129,7 @@ class reader {
       return false;
     auto d = parse_duration(s);
     if (!d || d->count() <= 0) {
-      fail(line_of(*t.get(key)), std::string{key} + " = " + quoted(s) + " in " +
+      fail(line_of(*t.get(key)), std::string{key} + " = " + in_quotes(s) + " in " +
                                      std::string{where} +
                                      " is not a positive duration; expected a number with a "
                                      "unit: ns, us, ms, s, min (e.g. \"200ms\", \"20s\")");
@@ -209,6 +209,30 @@ void read_staging(reader& r, const toml::table& root, cluster_spec& c) {
     c.staging.gather_bytes = mib << 20;
 }
 
+void read_tls(reader& r, const toml::table& root, cluster_spec& c) {
+  auto* t = r.table(root, "tls");
+  if (!t)
+    return;
+  r.only(*t, "[tls]", {"dir", "ca", "certificate", "key"});
+  tls_spec s;
+  s.line = reader::line_of(*t);
+  r.text(*t, "[tls]", "dir", s.dir, true);
+  r.text(*t, "[tls]", "ca", s.ca, false);
+  r.text(*t, "[tls]", "certificate", s.certificate, false);
+  r.text(*t, "[tls]", "key", s.key, false);
+  for (auto* name : {&s.ca, &s.certificate, &s.key})
+    if (name->empty() || name->find('/') != std::string::npos)
+      r.fail(s.line, "[tls] file name \"" + *name +
+                         "\" is not a plain file name; expected a "
+                         "name inside dir (\"{node}\" stands for the node's name)");
+  if (!s.dir.empty() && s.dir.front() != '/') {
+    auto slash = c.file.rfind('/');
+    if (slash != std::string::npos)
+      s.dir = c.file.substr(0, slash + 1) + s.dir;
+  }
+  c.tls = std::move(s);
+}
+
 void read_workload(reader& r, const toml::table& root, cluster_spec& c) {
   auto* t = r.table(root, "workload");
   if (!t)
@@ -241,7 +265,7 @@ void read_workload(reader& r, const toml::table& root, cluster_spec& c) {
   }
   r.duration(*t, w, "progress", s.progress);
   if (r.text(*t, w, "model", s.model, true) && !apps::shape_named(s.model))
-    r.fail(reader::line_of(*t->get("model")), "model = " + quoted(s.model) +
+    r.fail(reader::line_of(*t->get("model")), "model = " + in_quotes(s.model) +
                                                   " is not a known model shape; expected one of " +
                                                   join(model_names()));
   if (s.max_tokens < s.min_tokens)
@@ -265,7 +289,7 @@ std::optional<process_mode> read_processes(reader& r, const toml::table& t,
   auto m = parse_process_mode(text);
   if (!m)
     r.fail(reader::line_of(*t.get("processes")),
-           "processes = " + quoted(text) + " in " + std::string{where} +
+           "processes = " + in_quotes(text) + " in " + std::string{where} +
                " is not a process mode; expected \"per-node\" (all ranks of a node in its "
                "process) or \"per-rank\" (one process per rank)");
   return m;
@@ -279,7 +303,7 @@ void read_restart(reader& r, const toml::table& t, std::string_view where, resta
       p.mode = *m;
     else
       r.fail(reader::line_of(*t.get("restart")),
-             "restart = " + quoted(text) + " in " + std::string{where} +
+             "restart = " + in_quotes(text) + " in " + std::string{where} +
                  " is not a restart policy; expected \"never\" or \"on-failure\" (start a "
                  "process that died abnormally again)");
   }
@@ -292,7 +316,7 @@ void read_restart(reader& r, const toml::table& t, std::string_view where, resta
   auto value = [&](std::string_view key) {
     std::string v;
     r.text(t, where, key, v, false);
-    return quoted(v);
+    return in_quotes(v);
   };
   if (backoff_max)
     r.fail(reader::line_of(*t.get("restart_backoff_max")),
@@ -334,7 +358,7 @@ void read_nodes(reader& r, const toml::table& root, cluster_spec& c) {
     if (!ok)
       continue;
     if (auto [it, fresh] = seen.emplace(n.name, n.line); !fresh) {
-      r.fail(reader::line_of(*t->get("name")), "duplicate node name " + quoted(n.name) +
+      r.fail(reader::line_of(*t->get("name")), "duplicate node name " + in_quotes(n.name) +
                                                    "; it is already the name of the node at line " +
                                                    std::to_string(it->second));
       continue;
@@ -360,7 +384,7 @@ void read_instances(reader& r, const toml::table& root, cluster_spec& c) {
         s.role = role == "prefill" ? instance_role::prefill : instance_role::decode;
       } else {
         r.fail(reader::line_of(*t->get("role")),
-               "role = " + quoted(role) + " is not a role; expected \"prefill\" or \"decode\"");
+               "role = " + in_quotes(role) + " is not a role; expected \"prefill\" or \"decode\"");
         ok = false;
       }
     } else {
@@ -371,7 +395,7 @@ void read_instances(reader& r, const toml::table& root, cluster_spec& c) {
         std::string known;
         for (auto& n : c.nodes)
           known += (known.empty() ? "" : ", ") + n.name;
-        r.fail(reader::line_of(*t->get("node")), "node = " + quoted(s.node) +
+        r.fail(reader::line_of(*t->get("node")), "node = " + in_quotes(s.node) +
                                                      " names no [[node]]; expected one of " +
                                                      (known.empty() ? "(none)" : known));
         ok = false;
@@ -446,7 +470,7 @@ void read_instances(reader& r, const toml::table& root, cluster_spec& c) {
       continue;
     if (auto [it, fresh] = seen.emplace(s.name, s.line); !fresh) {
       r.fail(reader::line_of(*t->get("name")),
-             "duplicate instance name " + quoted(s.name) +
+             "duplicate instance name " + in_quotes(s.name) +
                  "; it is already the name of the instance at line " + std::to_string(it->second));
       continue;
     }
@@ -472,7 +496,7 @@ void check_pairs(reader& r, const toml::table& root, cluster_spec& c) {
       continue;
     if (d.prefills.empty()) {
       if (prefills.size() != 1) {
-        r.fail(d.line, "decode instance " + quoted(d.name) +
+        r.fail(d.line, "decode instance " + in_quotes(d.name) +
                            " names no prefill, and the file has " +
                            std::to_string(prefills.size()) +
                            " prefill instances; expected prefill = \"NAME\" or a list of names");
@@ -485,16 +509,16 @@ void check_pairs(reader& r, const toml::table& root, cluster_spec& c) {
       if (!p || p->role != instance_role::prefill) {
         auto* t = table_of(d);
         auto line = t && t->get("prefill") ? reader::line_of(*t->get("prefill")) : d.line;
-        r.fail(line, "prefill = " + quoted(name) + " of decode instance " + quoted(d.name) +
+        r.fail(line, "prefill = " + in_quotes(name) + " of decode instance " + in_quotes(d.name) +
                          " names no prefill instance");
         continue;
       }
       if (auto bad = check_sizes({p->tp, p->pp}, {d.tp, d.pp})) {
         auto* t = table_of(d);
         auto line = t && t->get("tp") ? reader::line_of(*t->get("tp")) : d.line;
-        r.fail(line, "decode instance " + quoted(d.name) + " (TP " + std::to_string(d.tp) +
+        r.fail(line, "decode instance " + in_quotes(d.name) + " (TP " + std::to_string(d.tp) +
                          " x PP " + std::to_string(d.pp) +
-                         ") cannot receive from prefill instance " + quoted(p->name) + " (TP " +
+                         ") cannot receive from prefill instance " + in_quotes(p->name) + " (TP " +
                          std::to_string(p->tp) + " x PP " + std::to_string(p->pp) + "): " + *bad);
       }
     }
@@ -516,9 +540,9 @@ void check_heads(reader& r, const toml::table& root, const cluster_spec& c) {
     for (auto* t : tables)
       if (reader::line_of(*t) == i.line && t->get("tp"))
         line = reader::line_of(*t->get("tp"));
-    r.fail(line, "tp = " + std::to_string(i.tp) + " of instance " + quoted(i.name) +
+    r.fail(line, "tp = " + std::to_string(i.tp) + " of instance " + in_quotes(i.name) +
                      " does not split the " + std::to_string(heads) + " kv heads of model " +
-                     quoted(c.workload->model) +
+                     in_quotes(c.workload->model) +
                      "; expected a TP size that divides the heads or a multiple of them");
   }
 }
@@ -563,23 +587,34 @@ void check_ports(reader& r, cluster_spec& c) {
   };
   for (auto& n : c.nodes)
     if (n.status_port != 0)
-      claim(n.host, n.status_port, "status_port of node " + quoted(n.name), n.status_port_line);
+      claim(n.host, n.status_port, "status_port of node " + in_quotes(n.name), n.status_port_line);
   for (auto& i : c.instances) {
     auto* n = c.find_node(i.node);
     if (!n)
       continue;
     if (i.bootstrap_port != 0)
-      claim(n->host, i.bootstrap_port, "bootstrap_port of " + quoted(i.name),
+      claim(n->host, i.bootstrap_port, "bootstrap_port of " + in_quotes(i.name),
             i.bootstrap_port_line);
     if (i.data_port != 0)
       for (uint32_t k = 0; k < i.tp * i.pp; ++k)
         claim(n->host, i.data_port + k,
-              "data_port of " + quoted(i.name) + " (rank " + std::to_string(k) + ")",
+              "data_port of " + in_quotes(i.name) + " (rank " + std::to_string(k) + ")",
               i.data_port_line);
   }
 }
 
 }  // namespace
+
+tls_files tls_spec::files_of(const std::string& node) const {
+  auto path = [&](const std::string& name) {
+    auto out = name;
+    for (auto at = out.find("{node}"); at != std::string::npos;
+         at = out.find("{node}", at + node.size()))
+      out.replace(at, 6, node);
+    return dir + "/" + out;
+  };
+  return tls_files{path(certificate), path(key), path(ca), {}};
+}
 
 const node_spec* cluster_spec::find_node(std::string_view name) const {
   for (auto& n : nodes)
@@ -760,7 +795,8 @@ cluster_parse parse_cluster(std::string_view text, const std::string& file) {
   reader r{file, out.errors};
   r.only(root, "the file",
          {"transport", "processes", "restart", "restart_backoff", "restart_backoff_max",
-          "restart_limit", "deadlines", "heartbeat", "staging", "workload", "node", "instance"});
+          "restart_limit", "deadlines", "heartbeat", "staging", "workload", "node", "instance",
+          "tls"});
   cluster_spec c;
   c.file = file;
   if (auto m = read_processes(r, root, "the file"))
@@ -772,7 +808,7 @@ cluster_parse parse_cluster(std::string_view text, const std::string& file) {
     std::erase(names, "inproc");  // one process only: nodes are processes
     if (std::find(names.begin(), names.end(), c.transport) == names.end()) {
       keys ks(names.begin(), names.end());
-      r.fail(reader::line_of(*n), "transport = " + quoted(c.transport) +
+      r.fail(reader::line_of(*n), "transport = " + in_quotes(c.transport) +
                                       " is not a data plane that crosses processes in this "
                                       "build; expected one of " +
                                       join(ks));
@@ -780,6 +816,7 @@ cluster_parse parse_cluster(std::string_view text, const std::string& file) {
   }
   read_deadlines(r, root, c);
   read_staging(r, root, c);
+  read_tls(r, root, c);
   read_workload(r, root, c);
   read_nodes(r, root, c);
   read_instances(r, root, c);
@@ -799,7 +836,7 @@ cluster_parse parse_cluster(std::string_view text, const std::string& file) {
     // Every instance must take part in the workload's rooms.
     for (auto& i : c.instances)
       if (!takes_part(c, i))
-        r.fail(i.line, std::string{to_string(i.role)} + " instance " + quoted(i.name) +
+        r.fail(i.line, std::string{to_string(i.role)} + " instance " + in_quotes(i.name) +
                            " gets none of the " + std::to_string(c.workload->requests) +
                            " rooms of [workload] (at line " + std::to_string(c.workload->line) +
                            ")" +

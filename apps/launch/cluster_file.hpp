@@ -15,6 +15,7 @@
 
 #include "actors/rank/deadlines.hpp"
 #include "actors/staging/staging_options.hpp"
+#include "actors/tls_files.hpp"
 
 namespace kvferry::launch {
 
@@ -124,6 +125,20 @@ struct workload_spec {
   uint32_t line = 0;
 };
 
+/// [tls]: the control plane over mutual TLS (docs/SECURITY.md). `dir` is
+/// relative to the cluster file's folder; "{node}" in a file name stands for
+/// the node's name. deploy/make-certs.sh writes exactly these names.
+struct tls_spec {
+  std::string dir;  ///< resolved against the cluster file's folder
+  std::string ca = "ca.pem";
+  std::string certificate = "{node}.pem";
+  std::string key = "{node}.key";
+  uint32_t line = 0;
+
+  /// The files of identity `node` (a node's name, or "ctl" for kvferry-ctl).
+  tls_files files_of(const std::string& node) const;
+};
+
 struct cluster_spec {
   std::string file;  ///< as given, for messages
   /// Data plane backend (one that crosses processes): auto picks shm for a
@@ -136,6 +151,7 @@ struct cluster_spec {
   std::vector<node_spec> nodes;
   std::vector<instance_spec> instances;
   std::optional<workload_spec> workload;
+  std::optional<tls_spec> tls;  ///< absent: plain BASP (loopback only, quietly)
 
   const node_spec* find_node(std::string_view name) const;
   const instance_spec* find_instance(std::string_view name) const;

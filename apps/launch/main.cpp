@@ -38,6 +38,7 @@
 
 #include "actors/config.hpp"
 #include "actors/log.hpp"
+#include "actors/tls.hpp"
 #include "apps/common/child_process.hpp"
 #include "apps/launch/cluster_file.hpp"
 #include "apps/launch/node_runner.hpp"
@@ -314,6 +315,32 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
   return bad == 0 && !failed ? 0 : 1;
 }
 
+/// Under [tls], loads the node's certificate into `cfg`; without it, warns
+/// loudly when the node listens on anything but loopback. False when a TLS
+/// file cannot be read.
+bool secure_control_plane(launch_config& cfg, const cluster_spec& c) {
+  auto* n = c.find_node(cfg.node);
+  if (!n)
+    return true;  // run_node names the error
+  if (!c.tls) {
+    if (!loopback_host(n->host))
+      std::cerr << "kvferry-launch: WARNING: node " << n->name << " listens on " << n->host
+                << " with an UNAUTHENTICATED, UNENCRYPTED control plane: anyone who reaches "
+                   "its ports can register ranks and fail rooms. Add a [tls] table (deploy/"
+                   "make-certs.sh makes the certificates; docs/SECURITY.md)."
+                << std::endl;
+    return true;
+  }
+  auto files = c.tls->files_of(n->name);
+  if (auto why = check_tls_files(files); !why.empty()) {
+    std::cerr << c.file << ":" << c.tls->line << ": [tls] of node " << n->name << ": " << why
+              << "\n";
+    return false;
+  }
+  enable_tls(cfg, files);
+  return true;
+}
+
 }  // namespace
 
 // Not CAF_MAIN: its exec_main drops the exit code.
@@ -379,6 +406,8 @@ int main(int argc, char** argv) {
       return 1;
   }
   set_log_level(cfg.log_level);
+  if (!secure_control_plane(cfg, c))
+    return 2;
   if (!c.workload)
     block_stop_signals();  // before the actor system's threads: a serving node takes them
   opts.print_conclusions = cfg.print_conclusions;

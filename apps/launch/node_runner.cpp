@@ -22,6 +22,7 @@
 #include "actors/decision/decider_actor.hpp"
 #include "actors/facade/runtime.hpp"
 #include "actors/log.hpp"
+#include "actors/tls.hpp"
 #include "apps/common/child_process.hpp"
 #include "apps/common/host_pool.hpp"
 #include "apps/common/hosted_ranks.hpp"
@@ -88,7 +89,7 @@ bool start_coordinator(caf::actor_system& sys, const cluster_spec& c, const node
   if (s.role == instance_role::prefill) {
     inst.boot = sys.spawn(bootstrap_at, s.name, fresh_generation(),
                           node.host + ":" + std::to_string(s.bootstrap_port));
-    auto port = sys.middleman().publish(inst.boot, s.bootstrap_port, node.host.c_str(), true);
+    auto port = publish_actor(sys, inst.boot, s.bootstrap_port, node.host);
     if (!port) {
       err << at(c, s.bootstrap_port_line) << "bootstrap_port = " << s.bootstrap_port
           << " of instance \"" << s.name << "\": cannot listen on " << node.host << ":"
@@ -101,7 +102,7 @@ bool start_coordinator(caf::actor_system& sys, const cluster_spec& c, const node
   }
   inst.dec = sys.spawn(decider, s.name, s.tp, s.pp, fresh_generation(), c.limits);
   if (per_rank) {
-    auto port = sys.middleman().publish(inst.dec, 0, node.host.c_str(), true);
+    auto port = publish_actor(sys, inst.dec, 0, node.host);
     if (!port) {
       err << at(c, node.line) << "node \"" << node.name << "\": cannot publish the decider of \""
           << s.name << "\" on " << node.host << " (" << sys.render(port.error()) << ")\n";
@@ -526,7 +527,8 @@ int run_rank_child(caf::actor_system& sys, const cluster_spec& c, const node_spe
     block_stop_signals();  // main() did it before CAF's threads; again does no harm
   status_actor status;
   if (opts.parent_status_port != 0) {
-    auto found = sys.middleman().remote_actor<status_actor>(node.host, opts.parent_status_port);
+    auto found = find_published<status_actor>(sys, node.host, opts.parent_status_port,
+                                              std::chrono::seconds{10});
     if (found)
       status = *found;
     else
@@ -605,7 +607,7 @@ int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& n
     block_stop_signals();      // main() did it before CAF's threads; again does no harm
   auto epoch = opts.epoch_ns;  // 0: each driving process counts from its own start
   auto status = sys.spawn(node_status_actor, node, std::string{to_string(mode)}, expected);
-  auto status_port = sys.middleman().publish(status, n->status_port, n->host.c_str(), true);
+  auto status_port = publish_actor(sys, status, n->status_port, n->host);
   if (!status_port) {
     err << at(c, n->status_port_line ? n->status_port_line : n->line)
         << "status_port = " << n->status_port << " of node \"" << node << "\": cannot listen on "

@@ -1,0 +1,272 @@
+// The control plane over mutual TLS (issue 13), with real processes: a 1P1D
+// cluster file with a [tls] table and certificates made by
+// deploy/make-certs.sh.
+//  - Every room of a verified workload succeeds, per-node and per-rank (the
+//    per-rank children reach their node's status actor and decider, and the
+//    decode ranks the prefill ranks, all through the processes' gateways).
+//  - While it serves, strangers are refused: a plain CAF client (plain BASP
+//    to a TLS port), a client whose certificate another CA signed, and a
+//    client of the right CA that shows no certificate. kvferry-ctl's own
+//    identity, made by make-certs.sh, reads the same status (the control).
+//  - Without [tls], a node that listens off loopback says loudly that it is
+//    unauthenticated.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <catch2/catch.hpp>
+
+#include "actors/config.hpp"
+#include "actors/tls.hpp"
+#include "apps/common/child_process.hpp"
+#include "messages/status.hpp"
+#include "messages/type_ids.hpp"
+#include "tests/support/free_port.hpp"
+
+using kvferry::apps::child_process;
+using kvferry::test::free_port;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string launcher = KVFERRY_LAUNCH_PATH;
+const std::string make_certs = std::string{KVFERRY_SOURCE_DIR} + "/deploy/make-certs.sh";
+
+using steady = std::chrono::steady_clock;
+
+bool on_path(const std::string& tool) {
+  return std::system(("command -v " + tool + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+/// A private directory, removed with what is in it.
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    char name[] = "/tmp/kvferry-tls-XXXXXX";
+    REQUIRE(::mkdtemp(name) != nullptr);
+    path = name;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::string cluster(uint32_t requests, uint32_t per_second, uint32_t tp, uint16_t status_p,
+                    uint16_t status_d, const std::string& tls) {
+  std::ostringstream f;
+  f << "transport = \"tcp\"\n\n"
+    << "[deadlines]\nbootstrap = \"15s\"\ntransfer = \"20s\"\nverdict = \"5s\"\n\n"
+    << "[heartbeat]\ninterval = \"200ms\"\nmisses = 10\n\n"
+    << "[workload]\nrequests = " << requests
+    << (per_second > 0 ? "\nrequests_per_second = " + std::to_string(per_second) : "")
+    << "\nmin_tokens = 16\nmax_tokens = 96\npage_size = 16\npool_pages = 96\n"
+    << "chunk_pages = 4\nconcurrency = 8\nseed = 7\nmodel = \"tiny\"\nprogress = \"5s\"\n\n"
+    << tls;
+  f << "[[node]]\nname = \"prefill-node\"\nhost = \"127.0.0.1\"\nstatus_port = " << status_p
+    << "\n\n";
+  f << "[[node]]\nname = \"decode-node\"\nhost = \"127.0.0.1\"\nstatus_port = " << status_d
+    << "\n\n";
+  f << "[[instance]]\nname = \"prefill-0\"\nrole = \"prefill\"\nnode = \"prefill-node\"\ntp = "
+    << tp << "\npp = 1\nbootstrap_port = " << free_port() << "\n\n";
+  f << "[[instance]]\nname = \"decode-0\"\nrole = \"decode\"\nnode = \"decode-node\"\ntp = " << tp
+    << "\npp = 1\nprefill = \"prefill-0\"\n";
+  return f.str();
+}
+
+/// Makes the cluster's certificates in dir/certs; false (and why) when it fails.
+std::pair<bool, std::string> certs_for(const fs::path& file, const fs::path& dir) {
+  child_process mk{
+      {"/bin/bash", make_certs, file.string(), (dir / "certs").string(), "--days", "2"}};
+  int rc = mk.wait(60s);
+  return {rc == 0, mk.output()};
+}
+
+/// Checks the workload's report in a launcher's output: every room Success
+/// on every decode rank (one line per instance per-node, per rank per-rank),
+/// verified, no disagreement.
+void check_every_room(const std::string& out, uint32_t requests) {
+  std::regex re{
+      R"(decode-0(?:/\d+)? decode: (\d+) requests on \d+ ranks?, (\d+) Success, (\d+) Failed, (\d+) verified byte for byte, (\d+) corrupted, (\d+) disagreements)"};
+  size_t lines = 0;
+  for (auto i = std::sregex_iterator(out.begin(), out.end(), re); i != std::sregex_iterator();
+       ++i, ++lines) {
+    auto& m = *i;
+    INFO(m[0]);
+    CHECK(std::stoul(m[1]) == requests);
+    CHECK(std::stoul(m[2]) == requests);
+    CHECK(std::stoul(m[3]) == 0u);
+    CHECK(std::stoul(m[4]) == requests);
+    CHECK(std::stoul(m[5]) == 0u);
+    CHECK(std::stoul(m[6]) == 0u);
+  }
+  CHECK(lines >= 1u);
+  CHECK_THAT(out, Catch::Contains("2 nodes, 0 failed"));
+}
+
+/// What a client with `files` (none: plain BASP) gets from the status actor
+/// at 127.0.0.1:port: "status of NODE" or "refused: why".
+std::string ask_status(uint16_t port, const kvferry::tls_files* files) {
+  kvferry::config cfg;
+  if (files)
+    kvferry::enable_tls(cfg, *files);
+  caf::actor_system sys{cfg};
+  auto found = kvferry::find_published<kvferry::status_actor>(sys, "127.0.0.1", port, 5s);
+  if (!found)
+    return "refused: " + sys.render(found.error());
+  caf::scoped_actor self{sys};
+  std::string out = "no answer";
+  self->request(*found, 5s, kvferry::status_atom_v)
+      .receive([&](kvferry::node_status& s) { out = "status of " + s.node; },
+               [&](caf::error& e) { out = "refused: " + sys.render(e); });
+  return out;
+}
+
+/// What the TLS port at 127.0.0.1:port does with a client that trusts
+/// `cafile` and shows no certificate (CAF cannot make one: it refuses to
+/// start such an endpoint): openssl s_client's last lines.
+std::string no_certificate(uint16_t port, const std::string& cafile) {
+  child_process c{{"/bin/sh", "-c",
+                   "printf 'hello' | timeout 10 openssl s_client -connect 127.0.0.1:" +
+                       std::to_string(port) + " -CAfile " + cafile + " -verify_return_error 2>&1"}};
+  c.wait(15s);
+  auto& out = c.output();
+  // TLS 1.3: the server's alert; 1.2: the handshake itself fails.
+  for (auto why :
+       {"alert certificate required", "handshake failure", "peer did not return a certificate"})
+    if (out.find(why) != std::string::npos)
+      return std::string{"refused: "} + why;
+  return "accepted: " + out.substr(out.size() > 600 ? out.size() - 600 : 0);
+}
+
+}  // namespace
+
+TEST_CASE("tls: a 1P1D cluster under [tls] serves every room, per-node and per-rank",
+          "[launch][process][tls]") {
+  if (!on_path("openssl")) {
+    std::cout << "SKIPPED: openssl is not on PATH (make-certs.sh needs the openssl command)"
+              << std::endl;
+    return;
+  }
+  for (std::string mode : {"per-node", "per-rank"}) {
+    DYNAMIC_SECTION(mode) {
+      temp_dir tmp;
+      auto file = tmp.path / "cluster.toml";
+      const uint32_t requests = 120;
+      std::ofstream{file} << cluster(requests, 0, 2, free_port(), free_port(),
+                                     "[tls]\ndir = \"certs\"\n\n");
+      auto [made, why] = certs_for(file, tmp.path);
+      INFO(why);
+      REQUIRE(made);
+      child_process run{{launcher, "--cluster=" + file.string(), "--local", "--local-timeout=100",
+                         "--processes=" + mode}};
+      int rc = run.wait(120s);
+      auto out = run.output();
+      INFO(out.substr(out.size() > 20000 ? out.size() - 20000 : 0));
+      CHECK(rc == 0);
+      check_every_room(out, requests);
+      CHECK_THAT(out, !Catch::Contains("UNAUTHENTICATED"));
+    }
+  }
+}
+
+TEST_CASE("tls: plain BASP, a foreign CA and no certificate are refused while the cluster serves",
+          "[launch][process][tls]") {
+  if (!on_path("openssl")) {
+    std::cout << "SKIPPED: openssl is not on PATH (make-certs.sh needs the openssl command)"
+              << std::endl;
+    return;
+  }
+  temp_dir tmp;
+  auto file = tmp.path / "cluster.toml";
+  const uint32_t requests = 480, per_second = 40;  // 12 s of rooms
+  auto status_d = free_port();
+  std::ofstream{file} << cluster(requests, per_second, 1, free_port(), status_d,
+                                 "[tls]\ndir = \"certs\"\n\n");
+  auto [made, why] = certs_for(file, tmp.path);
+  INFO(why);
+  REQUIRE(made);
+  // Another CA's certificates for the same names.
+  auto other = tmp.path / "other";
+  fs::create_directory(other);
+  fs::permissions(other, fs::perms::owner_all);
+  auto [made_other, why_other] = certs_for(file, other);
+  INFO(why_other);
+  REQUIRE(made_other);
+
+  child_process run{{launcher, "--cluster=" + file.string(), "--local", "--local-timeout=100"}};
+  REQUIRE(run.wait_for_line(
+      [](const std::string& l) { return l.find("decode-0: decode TP") != std::string::npos; },
+      60s));
+  run.wait_for_line([](const std::string&) { return false; }, 1s);
+
+  auto certs = tmp.path / "certs";
+  auto own = kvferry::tls_files{
+      (certs / "ctl.pem").string(), (certs / "ctl.key").string(), (certs / "ca.pem").string(), {}};
+  auto foreign = kvferry::tls_files{(other / "certs/ctl.pem").string(),
+                                    (other / "certs/ctl.key").string(),
+                                    (other / "certs/ca.pem").string(),
+                                    {}};
+  // Trusts the cluster's CA, but its own certificate is another CA's.
+  auto mixed = kvferry::tls_files{(other / "certs/ctl.pem").string(),
+                                  (other / "certs/ctl.key").string(),
+                                  (certs / "ca.pem").string(),
+                                  {}};
+  auto t0 = steady::now();
+  auto plain = ask_status(status_d, nullptr);
+  auto none_answer = no_certificate(status_d, (certs / "ca.pem").string());
+  auto foreign_answer = ask_status(status_d, &foreign);
+  auto mixed_answer = ask_status(status_d, &mixed);
+  auto own_answer = ask_status(status_d, &own);
+  auto asked_s = std::chrono::duration<double>(steady::now() - t0).count();
+  std::fprintf(stderr,
+               "tls: plain BASP: %s\ntls: foreign CA: %s\ntls: foreign certificate, cluster CA: "
+               "%s\ntls: no certificate (openssl s_client), cluster CA: %s\ntls: ctl identity: "
+               "%s\ntls: %.2f s for "
+               "the five\n",
+               plain.c_str(), foreign_answer.c_str(), mixed_answer.c_str(), none_answer.c_str(),
+               own_answer.c_str(), asked_s);
+  CHECK(plain.rfind("refused", 0) == 0);
+  CHECK(foreign_answer.rfind("refused", 0) == 0);
+  CHECK(mixed_answer.rfind("refused", 0) == 0);
+  CHECK(none_answer.rfind("refused", 0) == 0);
+  CHECK(own_answer == "status of decode-node");
+  bool serving = !run.exited();
+  CHECK(serving);
+
+  int rc = run.wait(90s);
+  auto out = run.output();
+  INFO(out.substr(out.size() > 20000 ? out.size() - 20000 : 0));
+  CHECK(rc == 0);
+  check_every_room(out, requests);
+}
+
+TEST_CASE("tls: without [tls], a node listening off loopback says it is unauthenticated",
+          "[launch][process][tls]") {
+  temp_dir tmp;
+  auto file = tmp.path / "cluster.toml";
+  auto text = cluster(1, 0, 1, free_port(), free_port(), "");
+  // 0.0.0.0 for the decode node: every interface.
+  auto at = text.find("host = \"127.0.0.1\"", text.find("name = \"decode-node\""));
+  text.replace(at, 18, "host = \"0.0.0.0\"");
+  std::ofstream{file} << text;
+  child_process run{{launcher, "--cluster=" + file.string(), "--node=decode-node"}};
+  auto line = run.wait_for_line(
+      [](const std::string& l) { return l.find("UNAUTHENTICATED") != std::string::npos; }, 30s);
+  ::kill(run.pid(), SIGKILL);
+  run.wait(10s);
+  INFO(run.output());
+  REQUIRE(line);
+  CHECK_THAT(*line, Catch::Contains("decode-node") && Catch::Contains("0.0.0.0") &&
+                        Catch::Contains("[tls]"));
+}
