@@ -42,9 +42,25 @@ typename Inspector::result_type inspect(Inspector& f, published_actor& x) {
   return f(caf::meta::type_name("kvferry.published_actor"), x.whom, x.interface, x.ports);
 }
 
+/// Which node a looker speaks for (actors/gateway/node_identity.hpp): its
+/// certificate, PEM, and its signature over a statement that names its
+/// process and the gateway's.
+struct identity_proof {
+  std::string certificate;
+  std::string signature;
+
+  friend bool operator==(const identity_proof&, const identity_proof&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, identity_proof& x) {
+  return f(caf::meta::type_name("kvferry.identity_proof"), x.certificate, x.signature);
+}
+
 using gateway_actor = caf::typed_actor<
-    // other processes: the actor published on a port of this process
-    caf::replies_to<lookup_atom, uint16_t>::with<published_actor>,
+    // other processes: the actor published on a port of this process, for a
+    // looker that proves which node it speaks for
+    caf::replies_to<lookup_atom, uint16_t, identity_proof>::with<published_actor>,
     // this process only: publish an actor on a port (0: any free one) of an
     // address, withdraw it, find the actor another process published
     caf::replies_to<caf::publish_atom, caf::strong_actor_ptr, std::set<std::string>, uint16_t,

@@ -118,6 +118,7 @@ CAF_END_TYPE_ID_BLOCK(kvferry_status)
 CAF_BEGIN_TYPE_ID_BLOCK(kvferry_gateway, caf::id_block::kvferry_status::end)
 
   CAF_ADD_TYPE_ID(kvferry_gateway, (kvferry::published_actor))
+  CAF_ADD_TYPE_ID(kvferry_gateway, (kvferry::identity_proof))
 
 CAF_END_TYPE_ID_BLOCK(kvferry_gateway)
 // clang-format on

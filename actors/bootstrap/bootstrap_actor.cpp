@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "actors/gateway/peer_names.hpp"
 #include "actors/guard.hpp"
 #include "actors/log.hpp"
 #include "messages/bootstrap.hpp"
@@ -53,6 +54,13 @@ bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<boots
 bootstrap_actor::behavior_type bootstrap_at(bootstrap_actor::stateful_pointer<bootstrap_state> self,
                                             std::string instance, uint64_t generation,
                                             std::string address) {
+  return bootstrap_on(self, std::move(instance), generation, std::move(address), {});
+}
+
+bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bootstrap_state> self,
+                                            std::string instance, uint64_t generation,
+                                            std::string address, std::string node) {
+  self->state.node = std::move(node);
   self->state.dir = directory{std::move(instance), generation, std::move(address)};
   auto on_ex = [self](const std::string& what) { return on_exception(self, what); };
   self->set_down_handler(guard(on_ex, [self](caf::down_msg& dm) {
@@ -82,6 +90,14 @@ bootstrap_actor::behavior_type bootstrap_at(bootstrap_actor::stateful_pointer<bo
   return guarded<bootstrap_actor::behavior_type>(
       on_ex,
       [self](rank_registration& reg) -> caf::result<registration_ack> {
+        std::string why;
+        if (auto s = self->current_sender();
+            !s || !speaks_for(self->home_system(), s->node(), self->state.node, why)) {
+          auto what = "[bootstrap " + self->state.dir.instance() +
+                      "] refused the registration of " + to_string(reg.rank) + ": " + why;
+          log().warn("{}", what);
+          return make_error(errc::invalid_argument, what);
+        }
         auto handle = reg.handle;
         auto rank = reg.rank;
         if (auto bad = self->state.dir.add(std::move(reg))) {

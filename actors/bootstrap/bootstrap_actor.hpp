@@ -27,6 +27,9 @@ struct bootstrap_state {
   std::map<caf::actor_addr, member> by_actor;  // registered handles → their rank
   /// Decode ranks that asked for the topology: told when a rank leaves.
   std::map<caf::actor_addr, decode_rank_actor> watchers;
+  /// Under TLS, the node whose processes may register ranks (its
+  /// certificate's CN, proven at the gateway); empty: any.
+  std::string node;
 };
 
 /// Spawns with `instance` (the prefill instance's name) and `generation` (its
@@ -39,6 +42,12 @@ bootstrap_actor::behavior_type bootstrap(bootstrap_actor::stateful_pointer<boots
 bootstrap_actor::behavior_type bootstrap_at(bootstrap_actor::stateful_pointer<bootstrap_state> self,
                                             std::string instance, uint64_t generation,
                                             std::string address);
+
+/// The same, on node `node` of the cluster file: under TLS only processes
+/// that proved that node at this process's gateway register ranks.
+bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bootstrap_state> self,
+                                            std::string instance, uint64_t generation,
+                                            std::string address, std::string node);
 
 /// A generation for a new instance incarnation: the wall clock in nanoseconds.
 uint64_t fresh_generation();

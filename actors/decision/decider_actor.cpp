@@ -7,6 +7,7 @@
 #include <caf/actor_cast.hpp>
 #include <caf/send.hpp>
 
+#include "actors/gateway/peer_names.hpp"
 #include "actors/guard.hpp"
 #include "actors/log.hpp"
 #include "actors/rank/decider_heartbeat.hpp"
@@ -273,6 +274,13 @@ failure on_exception(self_ptr self, const std::string& what) {
 decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_state> self,
                                      std::string instance, uint32_t tp_size, uint32_t pp_size,
                                      uint64_t generation, deadlines limits) {
+  return decider_on(self, std::move(instance), tp_size, pp_size, generation, limits, {});
+}
+
+decider_actor::behavior_type decider_on(decider_actor::stateful_pointer<decider_state> self,
+                                        std::string instance, uint32_t tp_size, uint32_t pp_size,
+                                        uint64_t generation, deadlines limits, std::string node) {
+  self->state.node = std::move(node);
   std::random_device rd;
   self->state.limits = limits;
   self->state.beats = liveness<rank_ref>{limits.heartbeat_misses};
@@ -328,6 +336,15 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
       [self](const std::string& what) { return on_exception(self, what); },
       [self](member_registration& reg) -> caf::result<member_ack> {
         auto& book = self->state.book;
+        std::string why;
+        if (auto s = self->current_sender();
+            !s || !speaks_for(self->home_system(), s->node(), self->state.node, why)) {
+          auto what = who(self) + " refused the registration of decode rank tp" +
+                      std::to_string(reg.rank.tp) + " pp" + std::to_string(reg.rank.pp) + ": " +
+                      why;
+          log().warn("{}", what);
+          return make_error(errc::invalid_argument, what);
+        }
         if (reg.tp_size != book.tp_size() || reg.pp_size != book.pp_size() ||
             reg.rank.tp >= book.tp_size() || reg.rank.pp >= book.pp_size())
           return make_error(

@@ -64,6 +64,9 @@ struct decider_state {
   /// Joins, finishes, failures and leaves from senders that are not the
   /// room's ranks: dropped, each sender logged once.
   stranger_log<caf::actor_addr> strangers;
+  /// Under TLS, the node whose processes may register as members (its
+  /// certificate's CN, proven at the gateway); empty: any.
+  std::string node;
 };
 
 /// Spawns the decider of decode instance `instance` of tp_size x pp_size
@@ -73,5 +76,11 @@ struct decider_state {
 decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_state> self,
                                      std::string instance, uint32_t tp_size, uint32_t pp_size,
                                      uint64_t generation, deadlines limits);
+
+/// The same, on node `node` of the cluster file: under TLS only processes
+/// that proved that node at this process's gateway register as members.
+decider_actor::behavior_type decider_on(decider_actor::stateful_pointer<decider_state> self,
+                                        std::string instance, uint32_t tp_size, uint32_t pp_size,
+                                        uint64_t generation, deadlines limits, std::string node);
 
 }  // namespace kvferry

@@ -4,9 +4,11 @@
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_registry.hpp>
+#include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/openssl/manager.hpp>
 
+#include "actors/gateway/peer_names.hpp"
 #include "actors/log.hpp"
 #include "messages/failure.hpp"
 
@@ -44,7 +46,13 @@ void next_for(self_ptr self, const std::string& host) {
 /// Asks the remote gateway `door` for what it published on `port`.
 void ask(self_ptr self, const gateway_actor& door, const std::string& host, uint16_t port,
          promise_type rp, bool connected_now) {
-  self->request(door, gateway_timeout, lookup_atom_v, port)
+  identity_proof proof;
+  if (auto& me = self->state.me) {
+    proof.certificate = me->certificate_pem();
+    proof.signature = me->sign(
+        node_identity::statement(caf::to_string(self->node()), caf::to_string(door.node())));
+  }
+  self->request(door, gateway_timeout, lookup_atom_v, port, std::move(proof))
       .then(
           [self, door, host, port, rp, connected_now](published_actor& found) mutable {
             if (connected_now) {
@@ -116,6 +124,14 @@ gateway_actor::behavior_type gateway(self_ptr self) {
   // middleman crashes the process as it is destroyed).
   auto mm = self->home_system().openssl_manager().actor_handle();
   self->monitor(mm);
+  auto& cfg = self->home_system().config();
+  self->state.me = node_identity::load(tls_files{cfg.openssl_certificate, cfg.openssl_key,
+                                                 cfg.openssl_cafile, cfg.openssl_passphrase},
+                                       self->state.identity_error);
+  if (self->state.me)
+    set_own_node_name(self->state.me->name());
+  else
+    log().error("gateway: {}; every lookup through this process fails", self->state.identity_error);
   self->set_down_handler(
       [self, mm = caf::actor_cast<caf::actor_addr>(mm)](const caf::down_msg& dm) {
         if (dm.source == mm) {
@@ -128,7 +144,23 @@ gateway_actor::behavior_type gateway(self_ptr self) {
         self->state.book.forget(caf::actor_cast<gateway_actor>(dm.source));
       });
   return {
-      [self](lookup_atom, uint16_t port) -> caf::result<published_actor> {
+      [self](lookup_atom, uint16_t port, identity_proof& proof) -> caf::result<published_actor> {
+        auto& st = self->state;
+        auto sender = self->current_sender();
+        if (!st.me)
+          return unreachable("this gateway cannot check who looks up: " + st.identity_error);
+        if (!sender)
+          return unreachable("an anonymous lookup; expected one from a remote gateway");
+        auto checked = st.me->verify(
+            proof.certificate, proof.signature,
+            node_identity::statement(caf::to_string(sender->node()), caf::to_string(self->node())));
+        if (!checked.ok) {
+          drop_stranger(self, label,
+                        "a lookup that proves no node (" + checked.name_or_error + ")");
+          return unreachable("lookup refused: " + checked.name_or_error);
+        }
+        if (sender->node() != self->node())
+          remember_node_name(sender->node(), checked.name_or_error);
         auto* e = self->state.book.published_on(port);
         if (!e)
           return unreachable("nothing is published on port " + std::to_string(port) +

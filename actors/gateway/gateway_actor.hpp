@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include <caf/response_promise.hpp>
 
 #include "actors/gateway/door_book.hpp"
+#include "actors/gateway/node_identity.hpp"
 #include "actors/sender_check.hpp"
 #include "messages/gateway.hpp"
 
@@ -29,6 +31,10 @@ struct gateway_state {
   };
   door_book<entry, gateway_actor, caf::typed_response_promise<published_actor>> book;
   std::set<caf::actor_addr> monitored;  ///< remote gateways watched for their end
+  /// This process's certificate and key (the openssl options of its actor
+  /// system), to prove its node to other gateways and check theirs' lookers.
+  std::shared_ptr<node_identity> me;
+  std::string identity_error;  ///< why `me` could not be loaded
   stranger_log<caf::actor_addr> strangers;
 };
 

@@ -87,8 +87,8 @@ bool start_coordinator(caf::actor_system& sys, const cluster_spec& c, const node
                        bool per_rank, running_instance& inst, printer& p, std::ostream& err) {
   auto& s = *inst.spec;
   if (s.role == instance_role::prefill) {
-    inst.boot = sys.spawn(bootstrap_at, s.name, fresh_generation(),
-                          node.host + ":" + std::to_string(s.bootstrap_port));
+    inst.boot = sys.spawn(bootstrap_on, s.name, fresh_generation(),
+                          node.host + ":" + std::to_string(s.bootstrap_port), node.name);
     auto port = publish_actor(sys, inst.boot, s.bootstrap_port, node.host);
     if (!port) {
       err << at(c, s.bootstrap_port_line) << "bootstrap_port = " << s.bootstrap_port
@@ -100,7 +100,7 @@ bool start_coordinator(caf::actor_system& sys, const cluster_spec& c, const node
     p.line("bootstrap of " + s.name + " listening on " + node.host + ":" + std::to_string(*port));
     return true;
   }
-  inst.dec = sys.spawn(decider, s.name, s.tp, s.pp, fresh_generation(), c.limits);
+  inst.dec = sys.spawn(decider_on, s.name, s.tp, s.pp, fresh_generation(), c.limits, node.name);
   if (per_rank) {
     auto port = publish_actor(sys, inst.dec, 0, node.host);
     if (!port) {
@@ -234,7 +234,14 @@ void report_to(const status_actor& status, const running_instance& inst, const a
       for (auto& e : r->first_errors)
         rep.failures.push_back(e);
     }
-    caf::anon_send(status, std::move(rep));
+    // As the rank itself: under TLS the status actor takes reports only from
+    // processes of its node, and an anonymous message has no process.
+    if (rep.actor) {
+      auto as = caf::actor_cast<caf::actor>(rep.actor);
+      caf::send_as(as, status, std::move(rep));
+    } else {
+      caf::anon_send(status, std::move(rep));
+    }
   }
 }
 
@@ -443,9 +450,11 @@ void child_exited(rank_child& ch, const status_actor& status, printer& p) {
   // Abnormal: a signal, or a non-zero exit before the workload finished (1
   // after it is a result: some rooms failed, and the report says which).
   bool abnormal = ch.rc > 128 || ch.rc < 0 || (ch.rc != 0 && !finished);
-  if (status && abnormal)
-    caf::anon_send(status, rank_exit{ch.instance, ch.index, ch.proc->pid(), reason,
-                                     ch.restarts.restarts, delay.has_value()});
+  if (status && abnormal) {
+    caf::scoped_actor self{status.home_system()};  // a sender of this process (see report_to)
+    self->send(status, rank_exit{ch.instance, ch.index, ch.proc->pid(), reason,
+                                 ch.restarts.restarts, delay.has_value()});
+  }
 }
 
 /// Relays the children's output and restarts those that crash, until each

@@ -9,7 +9,9 @@
 #include <caf/exit_reason.hpp>
 #include <caf/system_messages.hpp>
 
+#include "actors/gateway/peer_names.hpp"
 #include "actors/log.hpp"
+#include "actors/sender_check.hpp"
 
 namespace kvferry::launch {
 
@@ -30,6 +32,19 @@ bool of_this_node(status_state& st, const std::string& instance, uint32_t index)
                st.now.node, instance, index);
   }
   return ok;
+}
+
+/// Under TLS: true when the message being handled comes from a process that
+/// proved this node (its own ranks' processes); else it is dropped.
+bool from_this_node(status_actor::stateful_pointer<status_state> self, std::string_view what) {
+  if (!self->home_system().has_openssl_manager())
+    return true;
+  std::string why;
+  auto s = self->current_sender();
+  if (s && speaks_for(self->home_system(), s->node(), self->state.now.node, why))
+    return true;
+  drop_stranger(self, "status of node " + self->state.now.node, what);
+  return false;
 }
 
 }  // namespace
@@ -56,7 +71,8 @@ status_actor::behavior_type node_status_actor(status_actor::stateful_pointer<sta
   });
   return {
       [self](rank_report& r) {
-        if (!of_this_node(self->state, r.instance, r.index))
+        if (!of_this_node(self->state, r.instance, r.index) ||
+            !from_this_node(self, "a rank_report"))
           return;
         auto key = std::make_pair(r.instance, r.index);
         auto& h = self->state.ranks[key];
@@ -72,7 +88,7 @@ status_actor::behavior_type node_status_actor(status_actor::stateful_pointer<sta
         }
       },
       [self](rank_exit& e) {
-        if (!of_this_node(self->state, e.instance, e.index))
+        if (!of_this_node(self->state, e.instance, e.index) || !from_this_node(self, "a rank_exit"))
           return;
         auto& h = self->state.ranks[std::make_pair(e.instance, e.index)];
         if (h.last.instance.empty()) {  // it died before it reported

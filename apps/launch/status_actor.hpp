@@ -8,6 +8,8 @@
 // kvferry-ctl asks it with status_atom.
 #pragma once
 
+#include "actors/sender_check.hpp"
+
 #include <map>
 #include <string>
 #include <utility>
@@ -27,6 +29,8 @@ struct status_state {
   std::map<std::pair<std::string, uint32_t>, rank_health> ranks;  // by (instance, index)
   std::map<caf::actor_addr, std::pair<std::string, uint32_t>> watched;
   bool stranger_told = false;  // a report for a rank not of this node was logged once
+  /// Under TLS: reports from processes that did not prove this node.
+  stranger_log<caf::actor_addr> strangers;
 };
 
 /// Ranks a node keeps reports of when it was given no expected list.

@@ -4,7 +4,8 @@
 # from its seed corpus (tests/fuzz/corpus/<harness>). Prints per harness the
 # seconds run, the paths (corpus entries) it ended with and found, execs, and
 # the crashes and hangs saved (under build-fuzz-afl/afl/<harness>/default/).
-# Exits 1 when any harness saved a crash.
+# Exits 1 when any harness saved a crash. FUZZ_HARNESSES="wire planner"
+# runs only those.
 #
 # AFL++'s gcc plugin (afl-g++-fast, persistent mode) where it can build a
 # program here; else afl-g++ (AFL++'s GCC mode: a fork per input). Debian's
@@ -15,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds="${FUZZ_SECONDS:-60}"
 build="${FUZZ_BUILD:-build-fuzz-afl}"
-harnesses=(layout planner cluster_file)
+read -r -a harnesses <<<"${FUZZ_HARNESSES:-layout planner cluster_file wire}"
 
 probe="$(mktemp -d)"
 trap 'rm -rf "$probe"' EXIT
@@ -46,7 +47,7 @@ for h in "${harnesses[@]}"; do
   rm -rf "$out"
   mkdir -p "$out"
   AFL_SKIP_CPUFREQ=1 AFL_NO_UI=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 \
-    timeout "$((seconds + 120))" afl-fuzz -V "$seconds" -m none -t 2000 \
+    timeout "$((seconds + 120))" afl-fuzz -V "$seconds" -m none -t 5000 \
     -i "tests/fuzz/corpus/$h" -o "$out" -- "$build/tests/fuzz/fuzz_$h" @@ >"$out/afl-fuzz.log" 2>&1 ||
     { echo "fuzz: afl-fuzz on $h failed, see $out/afl-fuzz.log" >&2; tail -5 "$out/afl-fuzz.log" >&2; }
   s="$out/default/fuzzer_stats"

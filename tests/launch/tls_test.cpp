@@ -8,6 +8,10 @@
 //    to a TLS port), a client whose certificate another CA signed, and a
 //    client of the right CA that shows no certificate. kvferry-ctl's own
 //    identity, made by make-certs.sh, reads the same status (the control).
+//  - A certificate of one node cannot act as another: a process that proved
+//    decode-node (its certificate's CN) at the prefill node's gateway cannot
+//    register a rank with prefill-0's bootstrap nor report a rank to
+//    prefill-node's status actor; one that proved prefill-node can report.
 //  - Without [tls], a node that listens off loopback says loudly that it is
 //    unauthenticated.
 #include <signal.h>
@@ -28,6 +32,8 @@
 #include "actors/config.hpp"
 #include "actors/tls.hpp"
 #include "apps/common/child_process.hpp"
+#include "messages/bootstrap.hpp"
+#include "messages/handles.hpp"
 #include "messages/status.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/support/free_port.hpp"
@@ -114,6 +120,24 @@ void check_every_room(const std::string& out, uint32_t requests) {
   CHECK_THAT(out, Catch::Contains("2 nodes, 0 failed"));
 }
 
+/// True (and says it skips) when the openssl command is missing.
+bool openssl_missing() {
+  if (on_path("openssl"))
+    return false;
+  std::cout << "SKIPPED: openssl is not on PATH (make-certs.sh needs the openssl command)"
+            << std::endl;
+  return true;
+}
+
+/// Waits for a launcher run to end by itself: exit 0, every room Success.
+void check_run_ends_well(child_process& run, uint32_t requests) {
+  int rc = run.wait(90s);
+  auto out = run.output();
+  INFO(out.substr(out.size() > 20000 ? out.size() - 20000 : 0));
+  CHECK(rc == 0);
+  check_every_room(out, requests);
+}
+
 /// What a client with `files` (none: plain BASP) gets from the status actor
 /// at 127.0.0.1:port: "status of NODE" or "refused: why".
 std::string ask_status(uint16_t port, const kvferry::tls_files* files) {
@@ -134,10 +158,12 @@ std::string ask_status(uint16_t port, const kvferry::tls_files* files) {
 
 /// What the TLS port at 127.0.0.1:port does with a client that trusts
 /// `cafile` and shows no certificate (CAF cannot make one: it refuses to
-/// start such an endpoint): openssl s_client's last lines.
+/// start such an endpoint): openssl s_client's verdict. Its stdin stays open
+/// 2 s: under TLS 1.3 the server's alert comes after the client's Finished,
+/// and an s_client whose stdin ended may exit before it reads it.
 std::string no_certificate(uint16_t port, const std::string& cafile) {
   child_process c{{"/bin/sh", "-c",
-                   "printf 'hello' | timeout 10 openssl s_client -connect 127.0.0.1:" +
+                   "(printf 'hello'; sleep 2) | timeout 10 openssl s_client -connect 127.0.0.1:" +
                        std::to_string(port) + " -CAfile " + cafile + " -verify_return_error 2>&1"}};
   c.wait(15s);
   auto& out = c.output();
@@ -149,15 +175,58 @@ std::string no_certificate(uint16_t port, const std::string& cafile) {
   return "accepted: " + out.substr(out.size() > 600 ? out.size() - 600 : 0);
 }
 
+/// What a client showing `files` gets when it registers prefill-0 tp0 with
+/// the bootstrap at `boot_port`: "accepted" or "refused: why".
+std::string register_rank(uint16_t boot_port, const kvferry::tls_files& files) {
+  kvferry::config cfg;
+  kvferry::enable_tls(cfg, files);
+  caf::actor_system sys{cfg};
+  auto boot = kvferry::find_published<kvferry::bootstrap_actor>(sys, "127.0.0.1", boot_port, 5s);
+  if (!boot)
+    return "no bootstrap: " + sys.render(boot.error());
+  caf::scoped_actor self{sys};
+  kvferry::rank_registration reg;
+  reg.rank.instance = "prefill-0";
+  std::string out = "no answer";
+  self->request(*boot, 5s, reg)
+      .receive([&](kvferry::registration_ack&) { out = "accepted"; },
+               [&](caf::error& e) { out = "refused: " + sys.render(e); });
+  return out;
+}
+
+/// Reports rank prefill-0/0 with pid `pid` to the status actor at `port` as
+/// a client showing `files`, then reads the status back: true when the
+/// report was taken (the rank's last report has that pid).
+bool report_taken(uint16_t port, const kvferry::tls_files& files, int32_t pid) {
+  kvferry::config cfg;
+  kvferry::enable_tls(cfg, files);
+  caf::actor_system sys{cfg};
+  auto status = kvferry::find_published<kvferry::status_actor>(sys, "127.0.0.1", port, 5s);
+  REQUIRE(status);
+  caf::scoped_actor self{sys};
+  kvferry::rank_report rep;
+  rep.instance = "prefill-0";
+  rep.role = "prefill";
+  rep.index = 0;
+  rep.pid = pid;
+  self->send(*status, rep);
+  bool taken = false;
+  self->request(*status, 5s, kvferry::status_atom_v)
+      .receive(
+          [&](kvferry::node_status& s) {
+            for (auto& r : s.ranks)
+              taken = taken || r.last.pid == pid;
+          },
+          [&](caf::error&) {});
+  return taken;
+}
+
 }  // namespace
 
 TEST_CASE("tls: a 1P1D cluster under [tls] serves every room, per-node and per-rank",
           "[launch][process][tls]") {
-  if (!on_path("openssl")) {
-    std::cout << "SKIPPED: openssl is not on PATH (make-certs.sh needs the openssl command)"
-              << std::endl;
+  if (openssl_missing())
     return;
-  }
   for (std::string mode : {"per-node", "per-rank"}) {
     DYNAMIC_SECTION(mode) {
       temp_dir tmp;
@@ -182,11 +251,8 @@ TEST_CASE("tls: a 1P1D cluster under [tls] serves every room, per-node and per-r
 
 TEST_CASE("tls: plain BASP, a foreign CA and no certificate are refused while the cluster serves",
           "[launch][process][tls]") {
-  if (!on_path("openssl")) {
-    std::cout << "SKIPPED: openssl is not on PATH (make-certs.sh needs the openssl command)"
-              << std::endl;
+  if (openssl_missing())
     return;
-  }
   temp_dir tmp;
   auto file = tmp.path / "cluster.toml";
   const uint32_t requests = 480, per_second = 40;  // 12 s of rooms
@@ -244,11 +310,49 @@ TEST_CASE("tls: plain BASP, a foreign CA and no certificate are refused while th
   bool serving = !run.exited();
   CHECK(serving);
 
-  int rc = run.wait(90s);
-  auto out = run.output();
-  INFO(out.substr(out.size() > 20000 ? out.size() - 20000 : 0));
-  CHECK(rc == 0);
-  check_every_room(out, requests);
+  check_run_ends_well(run, requests);
+}
+
+TEST_CASE("tls: a certificate of one node cannot act as another", "[launch][process][tls]") {
+  if (openssl_missing())
+    return;
+  temp_dir tmp;
+  auto file = tmp.path / "cluster.toml";
+  const uint32_t requests = 320, per_second = 40;  // 8 s of rooms
+  auto status_p = free_port();
+  auto text = cluster(requests, per_second, 1, status_p, free_port(), "[tls]\ndir = \"certs\"\n\n");
+  std::ofstream{file} << text;
+  auto at = text.find("bootstrap_port = ");
+  auto boot_port = static_cast<uint16_t>(std::stoul(text.substr(at + 17)));
+  auto [made, why] = certs_for(file, tmp.path);
+  INFO(why);
+  REQUIRE(made);
+  child_process run{{launcher, "--cluster=" + file.string(), "--local", "--local-timeout=100"}};
+  REQUIRE(run.wait_for_line(
+      [](const std::string& l) { return l.find("decode-0: decode TP") != std::string::npos; },
+      60s));
+  auto certs = tmp.path / "certs";
+  auto as = [&](const std::string& node) {
+    return kvferry::tls_files{(certs / (node + ".pem")).string(),
+                              (certs / (node + ".key")).string(),
+                              (certs / "ca.pem").string(),
+                              {}};
+  };
+  auto as_decode = register_rank(boot_port, as("decode-node"));
+  bool decode_report = report_taken(status_p, as("decode-node"), 4242421);
+  bool prefill_report = report_taken(status_p, as("prefill-node"), 4242422);
+  std::fprintf(stderr,
+               "tls: decode-node's certificate registers prefill-0 tp0: %s\n"
+               "tls: decode-node's certificate reports prefill-0/0 to prefill-node: %s\n"
+               "tls: prefill-node's certificate reports prefill-0/0 to prefill-node: %s\n",
+               as_decode.c_str(), decode_report ? "taken" : "dropped",
+               prefill_report ? "taken" : "dropped");
+  CHECK(as_decode.rfind("refused", 0) == 0);
+  CHECK_THAT(as_decode, Catch::Contains("node \"decode-node\"'s; expected node \"prefill-node\""));
+  CHECK_FALSE(decode_report);
+  CHECK(prefill_report);  // the control: the check is by node, not against everyone
+
+  check_run_ends_well(run, requests);
 }
 
 TEST_CASE("tls: without [tls], a node listening off loopback says it is unauthenticated",
