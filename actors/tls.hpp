@@ -49,7 +49,7 @@ caf::expected<uint16_t> publish_actor(caf::actor_system& sys, const Handle& whom
     return sys.middleman().publish(whom, port, host.c_str(), true);
   caf::scoped_actor self{sys};
   caf::expected<uint16_t> out{caf::error{}};
-  self->request(gateway_of(sys), caf::infinite, caf::publish_atom_v,
+  self->request(gateway_of(sys), 2 * gateway_timeout, caf::publish_atom_v,
                 caf::actor_cast<caf::strong_actor_ptr>(whom), sys.message_types(whom), port, host)
       .receive([&](uint16_t actual) { out = actual; }, [&](caf::error& err) { out = err; });
   return out;

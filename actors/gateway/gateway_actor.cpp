@@ -178,7 +178,7 @@ gateway_actor::behavior_type gateway(self_ptr self) {
         auto rp = self->make_response_promise<uint16_t>();
         auto mm = self->home_system().openssl_manager().actor_handle();
         auto me = caf::actor_cast<caf::strong_actor_ptr>(self);
-        self->request(mm, caf::infinite, caf::publish_atom_v, port, me,
+        self->request(mm, gateway_timeout, caf::publish_atom_v, port, me,
                       self->home_system().message_types<gateway_actor>(), host, true)
             .then(
                 [self, rp, whom, ifs](uint16_t actual) mutable {
