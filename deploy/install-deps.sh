@@ -18,6 +18,8 @@ packages=(
   gnuplot-nox               # docs/transports.png (optional: the bench and tests run without)
   libtomlplusplus-dev       # toml++: kvferry-launch reads cluster files
   libyaml-cpp-dev           # yaml-cpp: the test that parses deploy/k8s
+  python3-dev pybind11-dev  # the Python package (apps/python)
+  python3-numpy python3-pytest  # its tests
 )
 
 # --fuzz (make fuzz): AFL++ as well, with its gcc compilers; only when asked.

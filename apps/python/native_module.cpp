@@ -1,0 +1,238 @@
+// kvferry._native: the C++ runtime as Python sees it, one object per job:
+//   Node       one actor system per process (kvferry::config)
+//   Rank       one rank's runtime over the caller's buffers (host memory)
+//   Sender     prefill side of a room;  Receiver  decode side of a room
+// The SGLang-shaped classes (issue 14) are built on these in pure Python.
+// poll() reads the room's published slot (an atomic load, no actor call);
+// everything that may wait releases the GIL. Bad input raises ValueError
+// naming the value.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/bootstrap/bootstrap_actor.hpp"
+#include "actors/config.hpp"
+#include "actors/facade/receiver.hpp"
+#include "actors/facade/runtime.hpp"
+#include "actors/facade/sender.hpp"
+#include "actors/tls.hpp"
+
+namespace py = pybind11;
+using namespace kvferry;
+
+namespace {
+
+/// One actor system per process, and the bootstraps it serves.
+class node {
+ public:
+  node() : sys_(cfg_) {}
+  ~node() {
+    py::gil_scoped_release unlocked;
+    for (auto& b : boots_)
+      caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
+  }
+
+  /// Publishes a prefill instance's bootstrap on host:port (0: any free
+  /// port); returns the port.
+  uint16_t serve_bootstrap(const std::string& instance, const std::string& host, uint16_t port) {
+    py::gil_scoped_release unlocked;
+    auto boot = sys_.spawn(bootstrap, instance, fresh_generation());
+    auto got = publish_actor(sys_, boot, port, host);
+    if (!got) {
+      caf::anon_send_exit(boot, caf::exit_reason::kill);
+      throw py::value_error("cannot serve the bootstrap of " + instance + " on " + host + ":" +
+                            std::to_string(port) + ": " + sys_.render(got.error()) +
+                            "; expected a free port on this host");
+    }
+    boots_.push_back(boot);
+    return *got;
+  }
+
+  caf::actor_system& system() { return sys_; }
+
+ private:
+  kvferry::config cfg_;
+  caf::actor_system sys_;
+  std::vector<bootstrap_actor> boots_;
+};
+
+/// Buffers from parallel lists of addresses, lengths and item lengths.
+std::vector<kv_pool::buffer> buffers_of(const char* what, const std::vector<uintptr_t>& ptrs,
+                                        const std::vector<uint64_t>& lens,
+                                        const std::vector<uint64_t>& item_lens) {
+  if (ptrs.size() != lens.size() || ptrs.size() != item_lens.size())
+    throw py::value_error(std::string{what} + ": " + std::to_string(ptrs.size()) + " pointers, " +
+                          std::to_string(lens.size()) + " lengths and " +
+                          std::to_string(item_lens.size()) +
+                          " item lengths; expected one of each per buffer");
+  std::vector<kv_pool::buffer> out;
+  for (size_t i = 0; i < ptrs.size(); ++i) {
+    if (ptrs[i] == 0 || lens[i] == 0 || item_lens[i] == 0 || lens[i] % item_lens[i] != 0)
+      throw py::value_error(std::string{what} + " buffer " + std::to_string(i) + ": pointer " +
+                            std::to_string(ptrs[i]) + ", length " + std::to_string(lens[i]) +
+                            ", item length " + std::to_string(item_lens[i]) +
+                            "; expected a non-null pointer and a length that is a positive "
+                            "multiple of the item length");
+    out.push_back({reinterpret_cast<void*>(ptrs[i]), lens[i], item_lens[i]});
+  }
+  return out;
+}
+
+kv_dtype dtype_named(const std::string& name) {
+  if (auto d = parse_dtype(name))
+    return *d;
+  throw py::value_error("dtype \"" + name +
+                        "\"; expected f32, f16, bf16, fp8_e4m3, fp8_e5m2 or int8");
+}
+
+/// One rank's runtime; rooms keep it alive.
+struct rank_holder {
+  std::shared_ptr<node> home;
+  std::unique_ptr<runtime> rt;
+  ~rank_holder() {
+    py::gil_scoped_release unlocked;
+    rt.reset();
+  }
+};
+
+std::vector<uint32_t> pages_of(const std::vector<int64_t>& pages) {
+  std::vector<uint32_t> out;
+  out.reserve(pages.size());
+  for (auto p : pages) {
+    if (p < 0 || p > UINT32_MAX)
+      throw py::value_error("page index " + std::to_string(p) + "; expected 0 to " +
+                            std::to_string(UINT32_MAX));
+    out.push_back(static_cast<uint32_t>(p));
+  }
+  return out;
+}
+
+/// A room's state and failure, as both sides read them.
+template <class Room>
+struct room_view {
+  std::shared_ptr<rank_holder> rank;
+  Room room;
+
+  int poll() const { return static_cast<int>(room.poll()); }
+  std::optional<std::string> failure() const {
+    if (auto f = room.failure())
+      return std::string{f->what()};
+    return std::nullopt;
+  }
+  void abort() { room.abort(); }
+  void clear() { room.clear(); }
+};
+
+using sender_view = room_view<sender>;
+using receiver_view = room_view<receiver>;
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "kvferry's C++ runtime (see kvferry/__init__.py)";
+
+  py::class_<node, std::shared_ptr<node>>(m, "Node")
+      .def(py::init<>())
+      .def("serve_bootstrap", &node::serve_bootstrap, py::arg("instance"), py::arg("host"),
+           py::arg("port"));
+
+  py::class_<rank_holder, std::shared_ptr<rank_holder>>(m, "Rank")
+      .def(py::init([](std::shared_ptr<node> home, const std::string& role_name,
+                       const std::string& instance, uint32_t tp_rank, uint32_t tp_size,
+                       uint32_t page_size, const std::string& dtype, uint32_t layers,
+                       uint32_t total_kv_heads, uint32_t kv_heads, uint32_t head_dim, bool mla,
+                       std::vector<uintptr_t> kv_ptrs, std::vector<uint64_t> kv_lens,
+                       std::vector<uint64_t> kv_item_lens, std::vector<uintptr_t> aux_ptrs,
+                       std::vector<uint64_t> aux_lens, std::vector<uint64_t> aux_item_lens,
+                       const std::string& bootstrap_host, uint16_t bootstrap_port,
+                       const std::string& transport_name) {
+             if (role_name != "prefill" && role_name != "decode")
+               throw py::value_error("role \"" + role_name + "\"; expected prefill or decode");
+             rank_options o;
+             o.side = role_name == "prefill" ? role::prefill : role::decode;
+             o.instance = instance;
+             o.tp_rank = tp_rank;
+             o.tp_size = tp_size;
+             o.transport = transport_name;
+             o.pool.page_size = page_size;
+             o.pool.dtype = dtype_named(dtype);
+             for (uint32_t l = 0; l < layers; ++l)
+               o.pool.layer_ids.push_back(l);
+             o.pool.total_kv_heads = total_kv_heads;
+             o.pool.kv_heads = kv_heads;
+             o.pool.head_dim = head_dim;
+             o.pool.mla = mla;
+             o.pool.kv = buffers_of("kv", kv_ptrs, kv_lens, kv_item_lens);
+             o.pool.aux = buffers_of("aux", aux_ptrs, aux_lens, aux_item_lens);
+             if (o.side == role::prefill)
+               o.bootstrap = bootstrap_locator{{}, bootstrap_host, bootstrap_port};
+             auto holder = std::make_shared<rank_holder>();
+             holder->home = home;
+             caf::expected<std::unique_ptr<runtime>> rt{caf::error{}};
+             {
+               py::gil_scoped_release unlocked;
+               rt = runtime::start(home->system(), std::move(o));
+             }
+             if (!rt)
+               throw py::value_error(home->system().render(rt.error()));
+             holder->rt = std::move(*rt);
+             return holder;
+           }),
+           py::arg("node"), py::arg("role"), py::arg("instance"), py::arg("tp_rank"),
+           py::arg("tp_size"), py::arg("page_size"), py::arg("dtype"), py::arg("layers"),
+           py::arg("total_kv_heads"), py::arg("kv_heads"), py::arg("head_dim"), py::arg("mla"),
+           py::arg("kv_ptrs"), py::arg("kv_lens"), py::arg("kv_item_lens"), py::arg("aux_ptrs"),
+           py::arg("aux_lens"), py::arg("aux_item_lens"), py::arg("bootstrap_host") = "",
+           py::arg("bootstrap_port") = 0, py::arg("transport") = "auto")
+      .def_property_readonly("data_endpoint",
+                             [](const rank_holder& r) { return r.rt->data_endpoint(); })
+      .def(
+          "sender",
+          [](std::shared_ptr<rank_holder> r, uint64_t room) {
+            return sender_view{r, r->rt->make_sender(room)};
+          },
+          py::arg("room"))
+      .def(
+          "receiver",
+          [](std::shared_ptr<rank_holder> r, uint64_t room, const std::string& host,
+             uint16_t port) {
+            return receiver_view{r, r->rt->make_receiver(room, bootstrap_locator{{}, host, port})};
+          },
+          py::arg("room"), py::arg("bootstrap_host"), py::arg("bootstrap_port"));
+
+  py::class_<sender_view>(m, "Sender")
+      .def(
+          "init",
+          [](sender_view& s, uint32_t num_pages, std::optional<uint32_t> aux_slot) {
+            s.room.init(num_pages, aux_slot);
+          },
+          py::arg("num_pages"), py::arg("aux_slot") = std::nullopt)
+      .def(
+          "send",
+          [](sender_view& s, const std::vector<int64_t>& pages, bool last) {
+            s.room.send(pages_of(pages), last);
+          },
+          py::arg("pages"), py::arg("last"))
+      .def("poll", &sender_view::poll)
+      .def("failure", &sender_view::failure)
+      .def("abort", &sender_view::abort)
+      .def("clear", &sender_view::clear);
+
+  py::class_<receiver_view>(m, "Receiver")
+      .def(
+          "init",
+          [](receiver_view& r, const std::vector<int64_t>& pages,
+             std::optional<uint32_t> aux_slot) { r.room.init(pages_of(pages), aux_slot); },
+          py::arg("pages"), py::arg("aux_slot") = std::nullopt)
+      .def("poll", &receiver_view::poll)
+      .def("failure", &receiver_view::failure)
+      .def("abort", &receiver_view::abort)
+      .def("clear", &receiver_view::clear);
+}
