@@ -431,9 +431,14 @@ decider_actor::behavior_type decider_on(decider_actor::stateful_pointer<decider_
         }
       },
       [self](room_finished& f) {
-        if (!from_participant(self, &f.rank, "a room_finished"))
-          return;
         auto& book = self->state.book;
+        // The room's exact key (its generation is drawn at random) also
+        // admits a prefill rank of the room whose join has not come in yet:
+        // its finish and the join travel on different connections.
+        auto* keyed = f.key.generation != 0 ? book.find(f.key) : nullptr;
+        if (!(keyed && keyed->prefill.count(f.rank)) &&
+            !from_participant(self, &f.rank, "a room_finished"))
+          return;
         auto* r = book.find(f.key);
         if (r && r->decision.decided()) {
           // A reminder from a rank that still waits: its verdict was lost on
@@ -448,7 +453,10 @@ decider_actor::behavior_type decider_on(decider_actor::stateful_pointer<decider_
             broadcast(self, *r, *v);
       },
       [self](room_failure& f) {
-        if (!from_participant(self, nullptr, "a room_failure"))
+        // As for room_finished: the exact key admits a failure that overtook
+        // the join naming its rank.
+        if (!(f.key.generation != 0 && self->state.book.find(f.key)) &&
+            !from_participant(self, nullptr, "a room_failure"))
           return;
         auto& st = self->state;
         auto* r = st.book.find(f.key);
