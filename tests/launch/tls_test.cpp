@@ -37,8 +37,10 @@
 #include "messages/status.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/support/free_port.hpp"
+#include "tests/support/workload_report.hpp"
 
 using kvferry::apps::child_process;
+using kvferry::test::check_every_room;
 using kvferry::test::free_port;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
@@ -96,28 +98,6 @@ std::pair<bool, std::string> certs_for(const fs::path& file, const fs::path& dir
       {"/bin/bash", make_certs, file.string(), (dir / "certs").string(), "--days", "2"}};
   int rc = mk.wait(60s);
   return {rc == 0, mk.output()};
-}
-
-/// Checks the workload's report in a launcher's output: every room Success
-/// on every decode rank (one line per instance per-node, per rank per-rank),
-/// verified, no disagreement.
-void check_every_room(const std::string& out, uint32_t requests) {
-  std::regex re{
-      R"(decode-0(?:/\d+)? decode: (\d+) requests on \d+ ranks?, (\d+) Success, (\d+) Failed, (\d+) verified byte for byte, (\d+) corrupted, (\d+) disagreements)"};
-  size_t lines = 0;
-  for (auto i = std::sregex_iterator(out.begin(), out.end(), re); i != std::sregex_iterator();
-       ++i, ++lines) {
-    auto& m = *i;
-    INFO(m[0]);
-    CHECK(std::stoul(m[1]) == requests);
-    CHECK(std::stoul(m[2]) == requests);
-    CHECK(std::stoul(m[3]) == 0u);
-    CHECK(std::stoul(m[4]) == requests);
-    CHECK(std::stoul(m[5]) == 0u);
-    CHECK(std::stoul(m[6]) == 0u);
-  }
-  CHECK(lines >= 1u);
-  CHECK_THAT(out, Catch::Contains("2 nodes, 0 failed"));
 }
 
 /// True (and says it skips) when the openssl command is missing.
