@@ -13,12 +13,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <caf/actor_system.hpp>
 
 #include "actors/bootstrap/bootstrap_actor.hpp"
 #include "actors/config.hpp"
+#include "actors/decision/decider_actor.hpp"
 #include "actors/facade/receiver.hpp"
 #include "actors/facade/runtime.hpp"
 #include "actors/facade/sender.hpp"
@@ -37,6 +39,8 @@ class node {
     py::gil_scoped_release unlocked;
     for (auto& b : boots_)
       caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
+    for (auto& d : deciders_)
+      caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
   }
 
   /// Publishes a prefill instance's bootstrap on host:port (0: any free
@@ -55,18 +59,44 @@ class node {
     return *got;
   }
 
+  /// Publishes the decider of decode instance `instance` (tp_size x pp_size
+  /// ranks) on host:port (0: any free port); returns the port.
+  uint16_t serve_decider(const std::string& instance, uint32_t tp_size, uint32_t pp_size,
+                         const std::string& host, uint16_t port) {
+    if (tp_size == 0 || pp_size == 0)
+      throw py::value_error("decider of " + instance + ": tp_size " + std::to_string(tp_size) +
+                            ", pp_size " + std::to_string(pp_size) + "; expected at least 1");
+    py::gil_scoped_release unlocked;
+    auto dec = sys_.spawn(decider, instance, tp_size, pp_size, fresh_generation(), deadlines{});
+    auto got = publish_actor(sys_, dec, port, host);
+    if (!got) {
+      caf::anon_send_exit(dec, caf::exit_reason::kill);
+      throw py::value_error("cannot serve the decider of " + instance + " on " + host + ":" +
+                            std::to_string(port) + ": " + sys_.render(got.error()) +
+                            "; expected a free port on this host");
+    }
+    deciders_.push_back(dec);
+    return *got;
+  }
+
   caf::actor_system& system() { return sys_; }
 
  private:
   kvferry::config cfg_;
   caf::actor_system sys_;
   std::vector<bootstrap_actor> boots_;
+  std::vector<decider_actor> deciders_;
 };
 
 /// Buffers from parallel lists of addresses, lengths and item lengths.
 std::vector<kv_pool::buffer> buffers_of(const char* what, const std::vector<uintptr_t>& ptrs,
                                         const std::vector<uint64_t>& lens,
-                                        const std::vector<uint64_t>& item_lens) {
+                                        const std::vector<uint64_t>& item_lens,
+                                        const std::vector<bool>& on_device = {}) {
+  if (!on_device.empty() && on_device.size() != ptrs.size())
+    throw py::value_error(std::string{what} + ": " + std::to_string(on_device.size()) +
+                          " memory kinds for " + std::to_string(ptrs.size()) +
+                          " buffers; expected one per buffer");
   if (ptrs.size() != lens.size() || ptrs.size() != item_lens.size())
     throw py::value_error(std::string{what} + ": " + std::to_string(ptrs.size()) + " pointers, " +
                           std::to_string(lens.size()) + " lengths and " +
@@ -80,9 +110,31 @@ std::vector<kv_pool::buffer> buffers_of(const char* what, const std::vector<uint
                             ", item length " + std::to_string(item_lens[i]) +
                             "; expected a non-null pointer and a length that is a positive "
                             "multiple of the item length");
-    out.push_back({reinterpret_cast<void*>(ptrs[i]), lens[i], item_lens[i]});
+    out.push_back({reinterpret_cast<void*>(ptrs[i]), lens[i], item_lens[i],
+                   !on_device.empty() && on_device[i] ? transport::memory_kind::device
+                                                      : transport::memory_kind::host});
   }
   return out;
+}
+
+/// A state component as Python hands it: (kind, pointers, lengths, item
+/// lengths, on_device per buffer).
+using state_spec = std::tuple<std::string, std::vector<uintptr_t>, std::vector<uint64_t>,
+                              std::vector<uint64_t>, std::vector<bool>>;
+
+kv_pool::state state_of(size_t index, const state_spec& spec) {
+  const auto& [kind, ptrs, lens, item_lens, on_device] = spec;
+  kv_pool::state st;
+  if (kind == "single_slot")
+    st.kind = state_kind::single_slot;
+  else if (kind == "page_indexed")
+    st.kind = state_kind::page_indexed;
+  else
+    throw py::value_error("state component " + std::to_string(index) + ": kind \"" + kind +
+                          "\"; expected single_slot or page_indexed");
+  st.buffers =
+      buffers_of(("state " + std::to_string(index)).c_str(), ptrs, lens, item_lens, on_device);
+  return st;
 }
 
 kv_dtype dtype_named(const std::string& name) {
@@ -101,6 +153,15 @@ struct rank_holder {
     rt.reset();
   }
 };
+
+std::vector<uint32_t> pages_of(const std::vector<int64_t>& pages);
+
+std::vector<std::vector<uint32_t>> states_of(const std::vector<std::vector<int64_t>>& states) {
+  std::vector<std::vector<uint32_t>> out;
+  for (auto& s : states)
+    out.push_back(pages_of(s));
+  return out;
+}
 
 std::vector<uint32_t> pages_of(const std::vector<int64_t>& pages) {
   std::vector<uint32_t> out;
@@ -126,6 +187,7 @@ struct room_view {
       return std::string{f->what()};
     return std::nullopt;
   }
+  bool released() const { return room.released(); }
   void abort() { room.abort(); }
   void clear() { room.clear(); }
 };
@@ -141,7 +203,9 @@ PYBIND11_MODULE(_native, m) {
   py::class_<node, std::shared_ptr<node>>(m, "Node")
       .def(py::init<>())
       .def("serve_bootstrap", &node::serve_bootstrap, py::arg("instance"), py::arg("host"),
-           py::arg("port"));
+           py::arg("port"))
+      .def("serve_decider", &node::serve_decider, py::arg("instance"), py::arg("tp_size"),
+           py::arg("pp_size"), py::arg("host"), py::arg("port"));
 
   py::class_<rank_holder, std::shared_ptr<rank_holder>>(m, "Rank")
       .def(py::init([](std::shared_ptr<node> home, const std::string& role_name,
@@ -152,7 +216,11 @@ PYBIND11_MODULE(_native, m) {
                        std::vector<uint64_t> kv_item_lens, std::vector<uintptr_t> aux_ptrs,
                        std::vector<uint64_t> aux_lens, std::vector<uint64_t> aux_item_lens,
                        const std::string& bootstrap_host, uint16_t bootstrap_port,
-                       const std::string& transport_name) {
+                       const std::string& transport_name, std::vector<uint32_t> layer_ids,
+                       uint32_t pp_rank, uint32_t pp_size, std::vector<bool> kv_on_device,
+                       std::vector<state_spec> states, const std::string& control_host,
+                       const std::string& data_host, const std::string& decider_host,
+                       uint16_t decider_port) {
              if (role_name != "prefill" && role_name != "decode")
                throw py::value_error("role \"" + role_name + "\"; expected prefill or decode");
              rank_options o;
@@ -160,19 +228,34 @@ PYBIND11_MODULE(_native, m) {
              o.instance = instance;
              o.tp_rank = tp_rank;
              o.tp_size = tp_size;
+             o.pp_rank = pp_rank;
+             o.pp_size = pp_size;
              o.transport = transport_name;
+             if (!data_host.empty())
+               o.transport_options.listen_host = data_host;
              o.pool.page_size = page_size;
              o.pool.dtype = dtype_named(dtype);
-             for (uint32_t l = 0; l < layers; ++l)
-               o.pool.layer_ids.push_back(l);
+             if (layer_ids.empty())
+               for (uint32_t l = 0; l < layers; ++l)
+                 layer_ids.push_back(l);
+             else if (layer_ids.size() != layers)
+               throw py::value_error(std::to_string(layer_ids.size()) + " layer ids for " +
+                                     std::to_string(layers) + " layers; expected one per layer");
+             o.pool.layer_ids = std::move(layer_ids);
              o.pool.total_kv_heads = total_kv_heads;
              o.pool.kv_heads = kv_heads;
              o.pool.head_dim = head_dim;
              o.pool.mla = mla;
-             o.pool.kv = buffers_of("kv", kv_ptrs, kv_lens, kv_item_lens);
+             o.pool.kv = buffers_of("kv", kv_ptrs, kv_lens, kv_item_lens, kv_on_device);
              o.pool.aux = buffers_of("aux", aux_ptrs, aux_lens, aux_item_lens);
-             if (o.side == role::prefill)
+             for (size_t i = 0; i < states.size(); ++i)
+               o.pool.states.push_back(state_of(i, states[i]));
+             if (o.side == role::prefill) {
                o.bootstrap = bootstrap_locator{{}, bootstrap_host, bootstrap_port};
+               o.control_host = control_host;
+             } else if (!decider_host.empty()) {
+               o.decider = decider_locator{{}, decider_host, decider_port};
+             }
              auto holder = std::make_shared<rank_holder>();
              holder->home = home;
              caf::expected<std::unique_ptr<runtime>> rt{caf::error{}};
@@ -190,7 +273,20 @@ PYBIND11_MODULE(_native, m) {
            py::arg("total_kv_heads"), py::arg("kv_heads"), py::arg("head_dim"), py::arg("mla"),
            py::arg("kv_ptrs"), py::arg("kv_lens"), py::arg("kv_item_lens"), py::arg("aux_ptrs"),
            py::arg("aux_lens"), py::arg("aux_item_lens"), py::arg("bootstrap_host") = "",
-           py::arg("bootstrap_port") = 0, py::arg("transport") = "auto")
+           py::arg("bootstrap_port") = 0, py::arg("transport") = "auto",
+           py::arg("layer_ids") = std::vector<uint32_t>{}, py::arg("pp_rank") = 0,
+           py::arg("pp_size") = 1, py::arg("kv_on_device") = std::vector<bool>{},
+           py::arg("states") = std::vector<state_spec>{}, py::arg("control_host") = "",
+           py::arg("data_host") = "", py::arg("decider_host") = "", py::arg("decider_port") = 0)
+      .def(
+          "prefill_down",
+          [](const rank_holder& r, const std::string& host,
+             uint16_t port) -> std::optional<std::string> {
+            if (auto f = r.rt->prefill_down(bootstrap_locator{{}, host, port}))
+              return to_string(*f);
+            return std::nullopt;
+          },
+          py::arg("bootstrap_host"), py::arg("bootstrap_port"))
       .def_property_readonly("data_endpoint",
                              [](const rank_holder& r) { return r.rt->data_endpoint(); })
       .def(
@@ -216,11 +312,14 @@ PYBIND11_MODULE(_native, m) {
           py::arg("num_pages"), py::arg("aux_slot") = std::nullopt)
       .def(
           "send",
-          [](sender_view& s, const std::vector<int64_t>& pages, bool last) {
-            s.room.send(pages_of(pages), last);
+          [](sender_view& s, const std::vector<int64_t>& pages, bool last,
+             const std::vector<std::vector<int64_t>>& states) {
+            s.room.send(pages_of(pages), last, states_of(states));
           },
-          py::arg("pages"), py::arg("last"))
+          py::arg("pages"), py::arg("last"),
+          py::arg("states") = std::vector<std::vector<int64_t>>{})
       .def("poll", &sender_view::poll)
+      .def("released", &sender_view::released)
       .def("failure", &sender_view::failure)
       .def("abort", &sender_view::abort)
       .def("clear", &sender_view::clear);
@@ -228,10 +327,14 @@ PYBIND11_MODULE(_native, m) {
   py::class_<receiver_view>(m, "Receiver")
       .def(
           "init",
-          [](receiver_view& r, const std::vector<int64_t>& pages,
-             std::optional<uint32_t> aux_slot) { r.room.init(pages_of(pages), aux_slot); },
-          py::arg("pages"), py::arg("aux_slot") = std::nullopt)
+          [](receiver_view& r, const std::vector<int64_t>& pages, std::optional<uint32_t> aux_slot,
+             const std::vector<std::vector<int64_t>>& states) {
+            r.room.init(pages_of(pages), aux_slot, states_of(states));
+          },
+          py::arg("pages"), py::arg("aux_slot") = std::nullopt,
+          py::arg("states") = std::vector<std::vector<int64_t>>{})
       .def("poll", &receiver_view::poll)
+      .def("released", &receiver_view::released)
       .def("failure", &receiver_view::failure)
       .def("abort", &receiver_view::abort)
       .def("clear", &receiver_view::clear);

@@ -21,10 +21,11 @@ class KVPoll:
 class KVTransferError(Exception):
     """A room failed: its id and the one cause every rank reports."""
 
-    def __init__(self, bootstrap_room, failure_reason):
+    def __init__(self, bootstrap_room, failure_reason, is_from_another_rank=False):
         super().__init__(failure_reason)
         self.bootstrap_room = bootstrap_room
         self.failure_reason = failure_reason
+        self.is_from_another_rank = is_from_another_rank
 
     def __str__(self):
         return f"KVTransferError(bootstrap_room={self.bootstrap_room}): {self.failure_reason}"

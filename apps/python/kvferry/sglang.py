@@ -1,0 +1,611 @@
+"""kvferry as an SGLang transfer backend: SGLang's five classes, SGLang's signatures.
+
+    --disaggregation-transfer-backend kvferry      (after `pip install`, see README)
+
+Each rank process of a prefill or decode server builds one KVManager from what
+SGLang hands it (KVArgs, the mode, server_args). The manager starts that rank's
+kvferry runtime (one actor system per process) over the buffers in KVArgs.
+
+Where things live, from server_args only:
+  * prefill: KVBootstrapServer(host, port) serves the instance's bootstrap in
+    SGLang's HTTP process, on --disaggregation-bootstrap-port. Every prefill
+    rank registers with it at that port, on dist_init_addr's host when the
+    instance spans nodes, on --host otherwise (127.0.0.1 for a wildcard host).
+  * decode: the instance's decider lives in the process of decode rank 0
+    (TP 0, PP 0). It listens on the decode server's own
+    --disaggregation-bootstrap-port, which SGLang leaves unused on decode; the
+    other decode ranks find it there, on the same host rule as above. A decode
+    and a prefill server on one host therefore need different bootstrap ports.
+  * this process's own address (what other instances dial): $KVFERRY_HOST,
+    else --host, else (wildcard host) the address of the default route.
+
+poll() is one atomic load in C++ (no lock, no actor call); failure_exception()
+raises KVTransferError with the room and the one cause every rank reports.
+SGLang's aux buffers are moved whole, row for row (including the row holding
+bootstrap_room that decode's metadata gate reads); kvferry keeps its own
+16-byte stamp per row in a buffer of its own, in front of SGLang's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import logging
+import os
+import socket
+import threading
+import time
+from typing import List, Optional
+
+import numpy as np
+
+from kvferry import KVTransferError
+from kvferry import _native
+
+logger = logging.getLogger("kvferry.sglang")
+
+try:  # SGLang present: subclass its base classes and share its KVPoll/KVArgs.
+    from sglang.srt.disaggregation.base.conn import BaseKVBootstrapServer
+    from sglang.srt.disaggregation.base.conn import BaseKVManager
+    from sglang.srt.disaggregation.base.conn import BaseKVReceiver
+    from sglang.srt.disaggregation.base.conn import BaseKVSender
+    from sglang.srt.disaggregation.base.conn import KVArgs
+    from sglang.srt.disaggregation.base.conn import KVPoll
+    from sglang.srt.disaggregation.base.conn import KVTransferMetric
+
+    SGLANG_PRESENT = True
+except ImportError:  # standalone: the same names, kvferry's own.
+    from kvferry import KVPoll  # noqa: F401  (SGLang's ints)
+
+    SGLANG_PRESENT = False
+
+    class KVArgs:  # type: ignore[no-redef]
+        """What a rank hands its manager; SGLang creates it empty and sets attributes."""
+
+    @dataclasses.dataclass
+    class KVTransferMetric:  # type: ignore[no-redef]
+        transfer_latency_s: Optional[float] = None
+        alloc_latency_s: Optional[float] = None
+        transfer_total_bytes: Optional[int] = None
+
+    class BaseKVManager:  # type: ignore[no-redef]
+        pass
+
+    class BaseKVSender:  # type: ignore[no-redef]
+        pass
+
+    class BaseKVReceiver:  # type: ignore[no-redef]
+        pass
+
+    class BaseKVBootstrapServer:  # type: ignore[no-redef]
+        pass
+
+
+STAMP_BYTES = 16  # kvferry's per-row stamp: {room, generation}
+
+# SGLang's state types kvferry moves, and how it indexes them.
+STATE_KINDS = {"mamba": "single_slot", "swa": "page_indexed"}
+
+# SGLang's kv_cache_dtype_str → kvferry's dtype names (element size matters for slicing).
+DTYPES = {
+    "bf16": "bf16", "bfloat16": "bf16", "torch.bfloat16": "bf16",
+    "f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16", "torch.float16": "f16",
+    "f32": "f32", "fp32": "f32", "float32": "f32", "torch.float32": "f32",
+    "fp8_e4m3": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3", "torch.float8_e4m3fn": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2", "torch.float8_e5m2": "fp8_e5m2",
+    "int8": "int8",
+}
+DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1}
+
+_node_lock = threading.Lock()
+_node: Optional[_native.Node] = None
+
+
+def process_node() -> _native.Node:
+    """This process's kvferry actor system (one per process, made on first use)."""
+    global _node
+    with _node_lock:
+        if _node is None:
+            _node = _native.Node()
+        return _node
+
+
+# -- addresses, from server_args only ------------------------------------------------
+
+WILDCARDS = ("", "0.0.0.0", "::", "[::]")
+
+
+def _arg(server_args, name, default):
+    value = getattr(server_args, name, default)
+    return default if value is None else value
+
+
+def instance_host(server_args) -> str:
+    """Where this instance's own ranks reach its rank-0 services (bootstrap, decider)."""
+    dist = _arg(server_args, "dist_init_addr", "")
+    if int(_arg(server_args, "nnodes", 1)) > 1 and dist:
+        return dist.rsplit(":", 1)[0].strip("[]")
+    host = _arg(server_args, "host", "127.0.0.1")
+    return "127.0.0.1" if host in WILDCARDS else host
+
+
+def own_host(server_args) -> str:
+    """The address other instances dial to reach this process."""
+    if os.environ.get("KVFERRY_HOST"):
+        return os.environ["KVFERRY_HOST"]
+    host = _arg(server_args, "host", "127.0.0.1")
+    if host not in WILDCARDS:
+        return host
+    target = instance_host(server_args)
+    if target.startswith("127."):
+        target = "10.255.255.255"  # any routable address: no packet is sent
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((target, 9))
+            return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
+def split_addr(bootstrap_addr: str):
+    """"host:port" → (host, port), or ValueError naming the value."""
+    if not isinstance(bootstrap_addr, str) or ":" not in bootstrap_addr:
+        raise ValueError(f"bootstrap_addr {bootstrap_addr!r}; expected \"host:port\"")
+    host, port = bootstrap_addr.rsplit(":", 1)
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bootstrap_addr {bootstrap_addr!r}; expected \"host:port\" "
+                         "with a port from 1 to 65535")
+    return host, int(port)
+
+
+# -- memory kinds ------------------------------------------------------------------
+
+_cuda = None
+
+
+def _cuda_driver():
+    """libcuda, initialised, or None where there is no driver."""
+    global _cuda
+    if _cuda is None:
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+            _cuda = lib if lib.cuInit(0) == 0 else False
+        except OSError:
+            _cuda = False
+    return _cuda or None
+
+
+def is_device_pointer(ptr: int) -> bool:
+    """True where the CUDA driver says `ptr` is device memory."""
+    lib = _cuda_driver()
+    if lib is None:
+        return False
+    memtype = ctypes.c_uint(0)
+    CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_MEMORYTYPE_DEVICE = 2, 2
+    rc = lib.cuPointerGetAttribute(ctypes.byref(memtype), CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   ctypes.c_uint64(ptr))
+    return rc == 0 and memtype.value == CU_MEMORYTYPE_DEVICE
+
+
+def _on_device(kinds, ptrs, what) -> List[bool]:
+    if kinds is None:
+        return [is_device_pointer(p) for p in ptrs]
+    if len(kinds) != len(ptrs):
+        raise ValueError(f"kv_data_mem_kinds has {len(kinds)} entries for {len(ptrs)} {what} "
+                         "buffers; expected one per buffer")
+    out = []
+    for k in kinds:
+        name = str(getattr(k, "value", k)).lower()
+        if name in ("vram", "cuda", "device", "gpu"):
+            out.append(True)
+        elif name in ("dram", "cpu", "host"):
+            out.append(False)
+        else:
+            raise ValueError(f"memory kind {k!r}; expected VRAM/cuda/device or DRAM/cpu/host")
+    return out
+
+
+# -- the manager -------------------------------------------------------------------
+
+@dataclasses.dataclass
+class PrefillInfo:
+    """What SGLang's decode queue reads of a prefill instance (prefill_info_table)."""
+
+    dp_size: int = 1
+    follow_bootstrap_room: bool = True
+    attn_tp_size: Optional[int] = None
+    attn_cp_size: int = 1
+    pp_size: int = 1
+    page_size: Optional[int] = None
+    kv_cache_dtype: Optional[str] = None
+
+
+def _mode_name(mode) -> str:
+    name = str(getattr(mode, "value", mode)).lower()
+    if name not in ("prefill", "decode"):
+        raise ValueError(f"disaggregation_mode {mode!r}; expected prefill or decode")
+    return name
+
+
+def _list(args, name, default=None):
+    value = getattr(args, name, default)
+    return list(value) if value is not None else default
+
+
+class KVManager(BaseKVManager):
+    """One rank process's kvferry runtime over the buffers SGLang allocated."""
+
+    enable_deferred_decode_kv_release = False
+    supports_deferred_decode_kv_release = False
+    supports_host_destination = False
+    supports_role_switch = False
+
+    def __init__(self, args, disaggregation_mode, server_args, is_mla_backend=False):
+        self.kv_args = args
+        self.server_args = server_args
+        self.is_mla_backend = bool(is_mla_backend)
+        self.role = _mode_name(disaggregation_mode)
+        self.prefill_info_table = {}
+        self.failure_records = {}
+
+        dp = int(_arg(server_args, "dp_size", 1))
+        if dp != 1:
+            raise ValueError(f"dp_size {dp}: kvferry serves one data-parallel group per "
+                             "instance; expected dp_size 1")
+        self.tp_size = int(_arg(server_args, "tp_size", 1))
+        self.pp_size = int(_arg(server_args, "pp_size", 1))
+        self.tp_rank = int(_arg(args, "engine_rank", 0)) % self.tp_size
+        self.pp_rank = int(_arg(args, "pp_rank", 0))
+        self.bootstrap_port = int(_arg(server_args, "disaggregation_bootstrap_port", 8998))
+        self.host = own_host(server_args)
+        self.service_host = instance_host(server_args)
+
+        kv_ptrs = _list(args, "kv_data_ptrs", [])
+        kv_lens = _list(args, "kv_data_lens", [])
+        kv_items = _list(args, "kv_item_lens", [])
+        if not kv_ptrs:
+            raise ValueError("kv_args.kv_data_ptrs is empty; expected one pointer per KV buffer")
+        self.page_size = int(_arg(args, "page_size", 1))
+        self.num_pages = min(int(n) // int(i) for n, i in zip(kv_lens, kv_items))
+        mla = self.is_mla_backend
+        if not mla and len(kv_ptrs) % 2:
+            raise ValueError(f"{len(kv_ptrs)} KV buffers; expected K and V of every layer "
+                             "(an even count) without MLA")
+        layers = len(kv_ptrs) if mla else len(kv_ptrs) // 2
+        layer_ids = _list(args, "kv_layer_ids")
+        if not layer_ids or len(layer_ids) not in (layers, len(kv_ptrs)):
+            start = int(_arg(args, "prefill_start_layer", 0))
+            layer_ids = list(range(start, start + layers))
+        layer_ids = [int(x) for x in layer_ids[:layers]]
+        kv_heads = 1 if mla else int(_arg(args, "kv_head_num", 1))
+        total_heads = 1 if mla else int(_arg(args, "total_kv_head_num", kv_heads))
+        dtype = self._dtype(str(_arg(args, "kv_cache_dtype_str", "auto")), kv_items[0], kv_heads)
+        per_head = int(kv_items[0]) // (self.page_size * kv_heads)
+        head_dim = per_head // DTYPE_BYTES[dtype]
+        kinds = getattr(args, "kv_data_mem_kinds", None)
+
+        # kvferry's stamp rows, then SGLang's aux buffers unchanged.
+        aux_ptrs = _list(args, "aux_data_ptrs", [])
+        aux_lens = _list(args, "aux_data_lens", [])
+        aux_items = _list(args, "aux_item_lens", [])
+        self.aux_rows = int(aux_lens[0]) // int(aux_items[0]) if aux_ptrs else 0
+        self._stamps = np.zeros((max(self.aux_rows, 1), STAMP_BYTES), dtype=np.uint8)
+        if aux_ptrs:
+            aux_ptrs = [self._stamps.ctypes.data] + aux_ptrs
+            aux_lens = [self._stamps.nbytes] + aux_lens
+            aux_items = [STAMP_BYTES] + aux_items
+        self.aux_row_bytes = sum(int(i) for i in aux_items[1:])
+
+        self.state_kinds = []
+        states = []
+        state_types = _list(args, "state_types", []) or []
+        for i, t in enumerate(state_types):
+            name = str(getattr(t, "value", t))
+            if name not in STATE_KINDS:
+                raise ValueError(f"state type {name!r} (component {i}); kvferry moves "
+                                 f"{', '.join(STATE_KINDS)}")
+            ptrs = list(args.state_data_ptrs[i])
+            states.append((STATE_KINDS[name], ptrs, list(args.state_data_lens[i]),
+                           list(args.state_item_lens[i]), [is_device_pointer(p) for p in ptrs]))
+            self.state_kinds.append(STATE_KINDS[name])
+        self.state_item_bytes = [sum(int(x) for x in s[3]) for s in states]
+        self.kv_page_bytes = sum(int(i) for i in kv_items)
+
+        node = process_node()
+        if self.role == "prefill":
+            self.instance = f"prefill@{self.service_host}:{self.bootstrap_port}"
+            where = dict(bootstrap_host=self.service_host, bootstrap_port=self.bootstrap_port,
+                         control_host=self.host)
+        else:
+            self.instance = f"decode@{self.service_host}:{self.bootstrap_port}"
+            self.decider_port = None
+            if self.tp_rank == 0 and self.pp_rank == 0:
+                bind = _arg(server_args, "host", "127.0.0.1")
+                self.decider_port = node.serve_decider(self.instance, self.tp_size, self.pp_size,
+                                                       bind, self.bootstrap_port)
+            where = dict(decider_host=self.service_host, decider_port=self.bootstrap_port)
+        self.rank = _native.Rank(
+            node, self.role, self.instance, self.tp_rank, self.tp_size, self.page_size, dtype,
+            layers, total_heads, kv_heads, head_dim, mla, kv_ptrs, kv_lens, kv_items,
+            aux_ptrs, aux_lens, aux_items,
+            transport=os.environ.get("KVFERRY_TRANSPORT", "auto"), layer_ids=layer_ids,
+            pp_rank=self.pp_rank, pp_size=self.pp_size,
+            kv_on_device=_on_device(kinds, kv_ptrs, "KV"), states=states, data_host=self.host,
+            **where)
+        logger.info("kvferry %s rank tp%d pp%d of %s: %d KV buffers, %d pages, data at %s",
+                    self.role, self.tp_rank, self.pp_rank, self.instance, len(kv_ptrs),
+                    self.num_pages, self.rank.data_endpoint)
+
+    def _dtype(self, name, item_len, kv_heads):
+        dtype = DTYPES.get(name.lower())
+        if dtype is None:  # "auto": only the element size matters, and both sides agree
+            per = int(item_len) // (self.page_size * kv_heads)
+            dtype = "bf16" if per % 2 == 0 else "int8"
+        if int(item_len) % (self.page_size * kv_heads * DTYPE_BYTES[dtype]):
+            raise ValueError(f"kv item length {item_len}; expected a multiple of page_size "
+                             f"{self.page_size} x kv heads {kv_heads} x {DTYPE_BYTES[dtype]} "
+                             f"bytes ({dtype})")
+        return dtype
+
+    def register_to_bootstrap(self):
+        """The rank registered with its bootstrap when it started (it retries on its own)."""
+
+    def try_ensure_parallel_info(self, bootstrap_addr: str) -> bool:
+        """Decode: kvferry resolves the prefill instance per room; SGLang needs the DP shape."""
+        split_addr(bootstrap_addr)
+        self.prefill_info_table.setdefault(bootstrap_addr, PrefillInfo(page_size=self.page_size))
+        return True
+
+    def prefill_down(self, bootstrap_addr: str) -> Optional[str]:
+        """Decode: why the prefill instance at bootstrap_addr is known down (None: not known)."""
+        return self.rank.prefill_down(*split_addr(bootstrap_addr))
+
+    def should_verify_kv_checksum(self, bootstrap_addr: str) -> bool:
+        return False
+
+    def is_abort_release_safe(self, *args, **kwargs) -> bool:
+        return True
+
+    def clear_deferred_abort_state(self, room) -> None:
+        pass
+
+    def teardown(self) -> None:
+        self.rank = None
+
+
+# -- one room ---------------------------------------------------------------------
+
+def _indices(kv_indices, what: str, limit: int) -> List[int]:
+    """Page indices as ints, checked against the pool (ValueError naming the value)."""
+    a = np.asarray(kv_indices)
+    if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+        raise ValueError(f"{what}: array of dtype {a.dtype} and shape {a.shape}; expected a "
+                         "one-dimensional integer array (int32) of page indices")
+    if a.size and (int(a.min()) < 0 or int(a.max()) >= limit):
+        bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
+        raise ValueError(f"{what}: page index {bad}; expected 0 to {limit - 1}")
+    return a.astype(np.int64).tolist()
+
+
+def _state_lists(mgr: KVManager, state_indices, what: str) -> List[List[int]]:
+    """SGLang's per-type state indices → one list per kvferry state component."""
+    if not mgr.state_kinds:
+        return []
+    if state_indices is None or len(state_indices) != len(mgr.state_kinds):
+        n = 0 if state_indices is None else len(state_indices)
+        raise ValueError(f"{what}: {n} state index lists; expected one per state type "
+                         f"({len(mgr.state_kinds)})")
+    out = []
+    for i, s in enumerate(state_indices):
+        a = np.atleast_1d(np.asarray(s if s is not None else [], dtype=np.int64))
+        out.append(a.tolist())
+    return out
+
+
+class _Room:
+    """What a sender and a receiver share: the poll, the failure, the metric."""
+
+    def __init__(self, mgr: KVManager, bootstrap_room):
+        if not isinstance(mgr, KVManager):
+            raise ValueError(f"mgr {mgr!r}; expected a kvferry.sglang.KVManager")
+        if bootstrap_room is None or not 0 <= int(bootstrap_room) < 2**64:
+            raise ValueError(f"bootstrap_room {bootstrap_room!r}; expected an int from 0 to 2**64-1")
+        self.kv_mgr = mgr
+        self.bootstrap_room = int(bootstrap_room)
+        self._native = None
+        self._error: Optional[str] = None  # a bad call before the room exists natively
+        self._started = None
+        self._ended = None
+        self._bytes = 0
+        self.abort_notified = False
+        self.require_staging = False
+
+    def poll(self):
+        if self._error is not None:
+            return KVPoll.Failed
+        state = self._native.poll() if self._native is not None else KVPoll.Bootstrapping
+        if state == KVPoll.Success and self._ended is None:
+            self._ended = time.perf_counter()
+        return state
+
+    @property
+    def conclude_state(self):
+        state = self.poll()
+        return state if state in (KVPoll.Failed, KVPoll.Success) else None
+
+    def failure_text(self) -> str:
+        if self._error is not None:
+            return self._error
+        if self._native is not None:
+            text = self._native.failure()
+            if text:
+                return text
+        return "the room has not failed"
+
+    def failure_exception(self):
+        raise KVTransferError(self.bootstrap_room, self.failure_text())
+
+    def get_transfer_metric(self):
+        latency = None
+        if self._started is not None and self._ended is not None:
+            latency = self._ended - self._started
+        return KVTransferMetric(transfer_latency_s=latency, transfer_total_bytes=self._bytes)
+
+    def is_abort_release_safe(self) -> bool:
+        return self._native is None or self._native.released()
+
+    def ensure_abort_notified(self, force_arm: bool = False) -> None:
+        self.abort_notified = True
+
+    def abort(self):
+        if self._native is not None:
+            self._native.abort()
+        elif self._error is None:
+            self._error = f"room {self.bootstrap_room} aborted before it started"
+
+    def clear(self):
+        if self._native is not None:
+            self._native.clear()
+
+
+class KVSender(_Room, BaseKVSender):
+    """Prefill side of one request."""
+
+    def __init__(self, mgr, bootstrap_addr, bootstrap_room, req_has_disagg_prefill_dp_rank=False):
+        _Room.__init__(self, mgr, bootstrap_room)
+        if mgr.role != "prefill":
+            raise ValueError(f"a KVSender on a {mgr.role} manager; expected a prefill manager")
+        self.bootstrap_addr = bootstrap_addr
+        self._total = None
+        self._sent = 0
+        self._last_sent = False
+        self._native = mgr.rank.sender(self.bootstrap_room)
+
+    def init(self, num_kv_indices, aux_index=None):
+        if self._total is not None:
+            raise ValueError(f"room {self.bootstrap_room}: init called twice")
+        n = int(num_kv_indices)
+        if n < 0:
+            raise ValueError(f"num_kv_indices {num_kv_indices}; expected 0 or more pages")
+        aux = self._aux(aux_index)
+        self._total = n
+        self._native.init(n, aux)
+
+    def _aux(self, aux_index):
+        mgr = self.kv_mgr
+        if mgr.aux_rows == 0:
+            return None
+        if aux_index is None or not 0 <= int(aux_index) < mgr.aux_rows:
+            raise ValueError(f"room {self.bootstrap_room}: aux_index {aux_index!r}; expected 0 "
+                             f"to {mgr.aux_rows - 1}")
+        return int(aux_index)
+
+    def should_send_kv_chunk(self, num_pages, last_chunk):
+        # A last chunk with no pages still carries the states and the aux row.
+        return num_pages > 0 or bool(last_chunk)
+
+    def pop_decode_prefix_len(self) -> int:
+        return 0
+
+    def send(self, kv_indices, state_indices=None, num_kv_tokens=None, **_ignored):
+        room = self.bootstrap_room
+        if self._total is None:
+            raise ValueError(f"room {room}: send before init; expected init(num_kv_indices, "
+                             "aux_index) first")
+        if self._last_sent:
+            raise KVTransferError(room, f"room {room}: send after the last chunk "
+                                        f"({self._total} pages already sent)")
+        mgr = self.kv_mgr
+        pages = _indices(kv_indices, f"room {room}", mgr.num_pages)
+        if self._sent + len(pages) > self._total:
+            raise ValueError(f"room {room}: {self._sent + len(pages)} pages sent in all; "
+                             f"expected {self._total} (init's num_kv_indices)")
+        done = self._sent + len(pages) == self._total
+        last = done and (not mgr.state_kinds or state_indices is not None)
+        states = _state_lists(mgr, state_indices, f"room {room}") if last else []
+        if self._started is None:
+            self._started = time.perf_counter()
+        self._native.send(pages, last, states)
+        self._sent += len(pages)
+        self._bytes += len(pages) * mgr.kv_page_bytes
+        if last:
+            self._last_sent = True
+            self._bytes += mgr.aux_row_bytes
+            for s, per in zip(states, mgr.state_item_bytes):
+                self._bytes += len(s) * per
+
+
+class KVReceiver(_Room, BaseKVReceiver):
+    """Decode side of one request."""
+
+    def __init__(self, mgr, bootstrap_addr, bootstrap_room=None):
+        _Room.__init__(self, mgr, bootstrap_room)
+        if mgr.role != "decode":
+            raise ValueError(f"a KVReceiver on a {mgr.role} manager; expected a decode manager")
+        self.bootstrap_addr = bootstrap_addr
+        self.bootstrap_infos = []
+        self._where = split_addr(bootstrap_addr)
+        self._metadata_sent = False
+
+    def init(self, prefill_dp_rank=0):
+        if self._native is not None:
+            return
+        if prefill_dp_rank not in (None, 0):
+            self._error = (f"room {self.bootstrap_room}: prefill_dp_rank {prefill_dp_rank}; "
+                           "kvferry instances have one data-parallel group (expected 0)")
+            return
+        self._native = self.kv_mgr.rank.receiver(self.bootstrap_room, *self._where)
+        self.bootstrap_infos = [self._where]
+
+    def send_metadata(self, kv_indices, aux_index=None, state_indices=None,
+                      decode_prefix_len=None, destination=None):
+        room = self.bootstrap_room
+        if self._native is None:
+            raise ValueError(f"room {room}: send_metadata before init; expected "
+                             "init(prefill_dp_rank) first")
+        if self._metadata_sent:
+            raise ValueError(f"room {room}: send_metadata called twice")
+        if decode_prefix_len:
+            raise ValueError(f"room {room}: decode_prefix_len {decode_prefix_len}; kvferry "
+                             "moves every page (expected 0 or None)")
+        if destination is not None and str(getattr(destination, "value", destination)) != "device":
+            raise ValueError(f"room {room}: destination {destination!r}; kvferry writes into "
+                             "the KV pool (expected device)")
+        mgr = self.kv_mgr
+        pages = _indices(kv_indices, f"room {room}", mgr.num_pages)
+        aux = None
+        if mgr.aux_rows:
+            if aux_index is None or not 0 <= int(aux_index) < mgr.aux_rows:
+                raise ValueError(f"room {room}: aux_index {aux_index!r}; expected 0 to "
+                                 f"{mgr.aux_rows - 1}")
+            aux = int(aux_index)
+        states = _state_lists(mgr, state_indices, f"room {room}")
+        self._started = time.perf_counter()
+        self._native.init(pages, aux, states)
+        self._metadata_sent = True
+        self._bytes = len(pages) * mgr.kv_page_bytes + mgr.aux_row_bytes
+
+
+class KVBootstrapServer(BaseKVBootstrapServer):
+    """A prefill instance's bootstrap, served in the calling process on host:port."""
+
+    def __init__(self, host, port, *args, **kwargs):
+        self.host = host
+        self.port = int(port)
+        bind = host if host else "0.0.0.0"
+        self.instance = f"prefill@{'127.0.0.1' if bind in WILDCARDS else bind}:{self.port}"
+        self.port = process_node().serve_bootstrap(self.instance, bind, self.port)
+        logger.info("kvferry bootstrap of %s on %s:%d", self.instance, bind, self.port)
+
+    def run(self):
+        """The bootstrap runs in kvferry's actor system from the constructor on."""
+
+    def close(self):
+        """It stops with the process."""
+
+
+__all__ = [
+    "KVArgs", "KVPoll", "KVManager", "KVSender", "KVReceiver", "KVBootstrapServer",
+    "KVTransferError", "KVTransferMetric", "SGLANG_PRESENT",
+]
