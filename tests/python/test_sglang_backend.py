@@ -9,11 +9,12 @@ import pytest
 from kvferry import KVTransferError
 from kvferry.sglang import (KVBootstrapServer, KVManager, KVPoll, KVReceiver, KVSender,
                             split_addr)
-from sglang_rank import PAGE, Pool, ServerArgs, page_values
+from kvferry.rank_driver import Pool, ServerArgs, load_backend, page_values
 
 from test_sglang_processes import free_ports
 
 PAGES = 64
+load_backend("kvferry")  # the driver's pools build kvferry.sglang's KVArgs
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 (issue 14): TP 2→2 with chunked rooms, aux rows and a state component;
 heterogeneous TP 2→1 and 1→2 with a GQA shape (through staging); kill -9 of a
 prefill rank beside a healthy second prefill instance. The rank processes are
-tests/python/sglang_rank.py; each writes what it saw as JSON."""
+kvferry.rank_driver (python -m); each writes what it saw as JSON."""
 
 import json
 import os
@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-RANK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sglang_rank.py")
 LIMIT_S = 240  # every process of a case ends by itself well before this
 
 
@@ -38,7 +37,7 @@ class Cluster:
 
     def start(self, name, *args, stdin=False):
         err = open(self.tmp / f"{name}.err", "w")
-        p = subprocess.Popen([sys.executable, RANK, *map(str, args)], env=self.env,
+        p = subprocess.Popen([sys.executable, "-m", "kvferry.rank_driver", *map(str, args)], env=self.env,
                              stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                              stdout=subprocess.PIPE if stdin else subprocess.DEVNULL,
                              stderr=err, text=True)

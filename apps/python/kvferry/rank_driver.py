@@ -1,18 +1,23 @@
 """One rank process of a prefill or decode server, driven as SGLang's scheduler
-drives a transfer backend (kvferry.sglang), over numpy buffers (host memory).
+drives a transfer backend, over numpy buffers (host memory). The backend is
+kvferry.sglang (--backend kvferry) or any module with the same five names
+(--backend mooncake: SGLang's own Mooncake backend, kvferry/mooncake_backend.py).
 
 Every rank of a TP group runs the same loop and acts only on polls combined with
 MIN across the group (poll_and_all_reduce, here over a socket), so that every
 rank takes the same decisions in the same order, as SGLang's ranks do.
 
-    python sglang_rank.py --role prefill|decode|bootstrap ... --out result.json
+    python -m kvferry.rank_driver --role prefill|decode|bootstrap ... --out result.json
 
 The workload (rooms, their lengths and their prefill instance) follows from
 --seed; page contents follow from (room, page, layer, K/V, head, token, dim), so
-decode checks every byte it received without talking to prefill.
+decode checks every byte it received without talking to prefill (--no-verify
+skips both, for bandwidth figures). Decode records each room's latency, from
+opening the receiver to the group's Success, and the bytes it received.
 """
 
 import argparse
+import importlib
 import json
 import os
 import socket
@@ -22,14 +27,19 @@ import time
 
 import numpy as np
 
-from kvferry import KVTransferError
-from kvferry.sglang import KVArgs, KVBootstrapServer, KVManager, KVPoll, KVReceiver, KVSender
-
-LAYERS, HEAD_DIM, PAGE = 2, 16, 4
+LAYERS, HEAD_DIM, PAGE = 2, 16, 4  # the test shape; --layers, --head-dim, --page change it
 AUX_ROWS, STATE_SLOTS, STATE_ITEM = 64, 64, 64
 WINDOW = 16  # rooms in flight per rank
 HUNG = []  # the rooms of a prefill rank whose TP group broke: held, never cleared
 CHUNK = 3  # pages per send (chunked prefill)
+B = None  # the backend module: KVArgs, KVPoll, KVManager, KVSender, KVReceiver, KVBootstrapServer
+
+
+def load_backend(name):
+    global B
+    B = importlib.import_module({"kvferry": "kvferry.sglang",
+                                 "mooncake": "kvferry.mooncake_backend"}.get(name, name))
+    return B
 
 
 class ServerArgs:
@@ -107,11 +117,25 @@ class Group:
         return self._recv_vec(self.peers[0])
 
 
-def workload(seed, count, instances):
+def workload(seed, count, instances, min_pages=1, max_pages=12):
     rng = np.random.default_rng(seed)
     base = int(rng.integers(1, 2**40))
-    return [dict(room=base + i, pages=int(rng.integers(1, 13)), prefill=i % instances)
-            for i in range(count)]
+    return [dict(room=base + i, pages=int(rng.integers(min_pages, max_pages + 1)),
+                 prefill=i % instances) for i in range(count)]
+
+
+class Pages:
+    """Page allocation in room order. Without --pool-pages, no page is reused (every
+    byte stays checkable); with it, pages wrap around (bandwidth runs, unverified)."""
+
+    def __init__(self, total):
+        self.total, self.next = total, 0
+
+    def take(self, n):
+        if self.next + n > self.total:
+            self.next = 0
+        first, self.next = self.next, self.next + n
+        return first
 
 
 def page_values(room, page, layer, kv, heads, total_heads):
@@ -141,7 +165,7 @@ class Pool:
         self.state = np.zeros((STATE_SLOTS, STATE_ITEM), np.uint8) if with_state else None
 
     def kv_args(self, tp_rank):
-        a = KVArgs()
+        a = B.KVArgs()
         a.engine_rank = tp_rank
         a.pp_rank = 0
         a.gpu_id = 0
@@ -170,7 +194,7 @@ class Pool:
 
 
 def run_bootstrap(opts):
-    KVBootstrapServer("127.0.0.1", opts.bootstrap_port)
+    B.KVBootstrapServer("127.0.0.1", opts.bootstrap_port)
     print("ready", flush=True)
     sys.stdin.read()  # until the parent closes it
 
@@ -178,15 +202,15 @@ def run_bootstrap(opts):
 def run_prefill(opts, group, pool, mgr, rooms):
     mine = [r for r in rooms if r["prefill"] == opts.instance]
     out = {"rooms": {}, "group_lost": False}
-    next_page = 0
+    alloc = Pages(len(pool.kv[0]))
     active, todo, i = [], list(mine), 0
     while todo or active:
         while todo and len(active) < WINDOW:
             r = todo.pop(0)
-            r = dict(r, row=i % AUX_ROWS, slot=i % STATE_SLOTS, first=next_page, sent=0,
-                     step="boot", sender=KVSender(mgr, f"127.0.0.1:{opts.bootstrap_port}",
+            r = dict(r, row=i % AUX_ROWS, slot=i % STATE_SLOTS, first=alloc.take(r["pages"]),
+                     sent=0,
+                     step="boot", sender=B.KVSender(mgr, f"127.0.0.1:{opts.bootstrap_port}",
                                                   r["room"]))
-            next_page += r["pages"]
             active.append(r)
             i += 1
         try:
@@ -198,20 +222,20 @@ def run_prefill(opts, group, pool, mgr, rooms):
         moved = False
         for r, state in zip(list(active), red):
             s, room = r["sender"], r["room"]
-            if state == KVPoll.Failed:
+            if state == B.KVPoll.Failed:
                 try:
                     s.failure_exception()
-                except KVTransferError as e:
-                    out["rooms"][str(room)] = {"ok": False, "why": e.failure_reason}
+                except Exception as e:  # the backend's KVTransferError
+                    out["rooms"][str(room)] = {"ok": False, "why": str(getattr(e, "failure_reason", e))}
                 s.clear()
                 active.remove(r)
-            elif state == KVPoll.Success:
+            elif state == B.KVPoll.Success:
                 out["rooms"][str(room)] = {"ok": True,
                                            "bytes": s.get_transfer_metric().transfer_total_bytes}
                 s.clear()
                 active.remove(r)
-            elif r["step"] == "boot" and state == KVPoll.WaitingForInput:
-                for p in range(r["pages"]):  # "compute" the room's KV
+            elif r["step"] == "boot" and state == B.KVPoll.WaitingForInput:
+                for p in range(0 if opts.no_verify else r["pages"]):  # "compute" the room's KV
                     for b in range(2 * LAYERS):
                         pool.kv[b][r["first"] + p] = page_values(room, p, b % LAYERS, b // LAYERS,
                                                                  pool.heads, pool.total_heads)
@@ -224,7 +248,7 @@ def run_prefill(opts, group, pool, mgr, rooms):
                 s.init(r["pages"], r["row"])
                 r["step"] = "send"
                 moved = True
-            elif r["step"] == "send" and state >= KVPoll.WaitingForInput:
+            elif r["step"] == "send" and state >= B.KVPoll.WaitingForInput:
                 n = min(CHUNK, r["pages"] - r["sent"])
                 last = r["sent"] + n == r["pages"]
                 if s.should_send_kv_chunk(n, last):
@@ -243,7 +267,8 @@ def run_prefill(opts, group, pool, mgr, rooms):
 
 def run_decode(opts, group, pool, mgr, rooms):
     out = {"rooms": {}, "after_down": {}}
-    next_page = 0
+    alloc = Pages(len(pool.kv[0]))
+    page_bytes = sum(b[0].nbytes for b in pool.kv)
     active, todo, i, done = [], list(rooms), 0, 0
     down = set()  # prefill instances seen failing
     addr = {k: f"127.0.0.1:{p}" for k, p in enumerate(opts.prefill_ports)}
@@ -251,7 +276,7 @@ def run_decode(opts, group, pool, mgr, rooms):
     while todo or active:
         while todo and len(active) < WINDOW:
             r = todo.pop(0)
-            rec = KVReceiver(mgr, addr[r["prefill"]], r["room"])
+            rec = B.KVReceiver(mgr, addr[r["prefill"]], r["room"])
             rec.init(0)
             r = dict(r, row=i % AUX_ROWS, slot=i % STATE_SLOTS, rec=rec, step="hs",
                      opened=time.monotonic(), after_down=r["prefill"] in down)
@@ -261,16 +286,16 @@ def run_decode(opts, group, pool, mgr, rooms):
         moved = False
         for r, state in zip(list(active), red):
             rec, room = r["rec"], r["room"]
-            if state == KVPoll.Failed:
+            if state == B.KVPoll.Failed:
                 waited = time.monotonic()  # this rank's own poll, not only the group's MIN
-                while rec.poll() != KVPoll.Failed and time.monotonic() - waited < 15:
+                while rec.poll() != B.KVPoll.Failed and time.monotonic() - waited < 15:
                     time.sleep(0.001)
                 try:
                     rec.failure_exception()
-                except KVTransferError as e:
-                    out["rooms"][str(room)] = {"ok": False, "why": e.failure_reason,
+                except Exception as e:  # the backend's KVTransferError
+                    out["rooms"][str(room)] = {"ok": False, "why": str(getattr(e, "failure_reason", e)),
                                                "prefill": r["prefill"],
-                                               "own_failed": rec.poll() == KVPoll.Failed}
+                                               "own_failed": rec.poll() == B.KVPoll.Failed}
                 if r["after_down"]:
                     out["after_down"][str(room)] = time.monotonic() - r["opened"]
                 down.add(r["prefill"])
@@ -278,19 +303,21 @@ def run_decode(opts, group, pool, mgr, rooms):
                 active.remove(r)
                 done += 1
                 moved = True
-            elif r["step"] == "hs" and state == KVPoll.WaitingForInput:
-                r["first"] = next_page
-                next_page += r["pages"]
+            elif r["step"] == "hs" and state == B.KVPoll.WaitingForInput:
+                r["first"] = alloc.take(r["pages"])
                 pool.bootstrap_room[r["row"]] = 0
                 pool.output_ids[r["row"]] = -1
                 idx = np.arange(r["first"], r["first"] + r["pages"], dtype=np.int32)
                 rec.send_metadata(idx, r["row"], [[r["slot"]]] if pool.state is not None else None)
                 r["step"] = "xfer"
                 moved = True
-            elif r["step"] == "xfer" and state == KVPoll.Success:
+            elif r["step"] == "xfer" and state == B.KVPoll.Success:
                 if int(pool.bootstrap_room[r["row"], 0]) == 0:
                     continue  # SGLang's metadata gate: Transferring until the room lands
-                out["rooms"][str(room)] = {"ok": True, "bad": check(opts, pool, r),
+                out["rooms"][str(room)] = {"ok": True,
+                                           "bad": [] if opts.no_verify else check(opts, pool, r),
+                                           "latency_s": time.monotonic() - r["opened"],
+                                           "kv_bytes": r["pages"] * page_bytes,
                                            "prefill": r["prefill"],
                                            "metric": rec.get_transfer_metric().transfer_total_bytes}
                 rec.clear()
@@ -326,6 +353,7 @@ def check(opts, pool, r):
 
 
 def main():
+    global LAYERS, HEAD_DIM, PAGE, WINDOW
     ap = argparse.ArgumentParser()
     ap.add_argument("--role", required=True, choices=["prefill", "decode", "bootstrap"])
     ap.add_argument("--tp-rank", type=int, default=0)
@@ -342,16 +370,34 @@ def main():
     ap.add_argument("--state", action="store_true")
     ap.add_argument("--progress", default="")
     ap.add_argument("--out", default="")
+    ap.add_argument("--backend", default="kvferry")
+    ap.add_argument("--transport", default="")
+    ap.add_argument("--layers", type=int, default=LAYERS)
+    ap.add_argument("--head-dim", type=int, default=HEAD_DIM)
+    ap.add_argument("--page", type=int, default=PAGE)
+    ap.add_argument("--min-pages", type=int, default=1)
+    ap.add_argument("--max-pages", type=int, default=12)
+    ap.add_argument("--pool-pages", type=int, default=0)
+    ap.add_argument("--window", type=int, default=WINDOW)
+    ap.add_argument("--no-verify", action="store_true")
     opts = ap.parse_args()
+    LAYERS, HEAD_DIM, PAGE, WINDOW = opts.layers, opts.head_dim, opts.page, opts.window
+    if opts.transport:
+        os.environ["KVFERRY_TRANSPORT"] = opts.transport
+    load_backend(opts.backend)
     if opts.role == "bootstrap":
         return run_bootstrap(opts)
-    rooms = workload(opts.seed, opts.requests, opts.instances)
-    pages = sum(r["pages"] for r in rooms) + 1
+    rooms = workload(opts.seed, opts.requests, opts.instances, opts.min_pages, opts.max_pages)
+    pages = opts.pool_pages or sum(r["pages"] for r in rooms) + 1
     heads = opts.total_heads // opts.tp_size
     pool = Pool(pages, heads, opts.total_heads, opts.tp_rank, opts.state)
     mode = "prefill" if opts.role == "prefill" else "decode"
-    mgr = KVManager(pool.kv_args(opts.tp_rank), mode,
-                    ServerArgs(opts.tp_size, opts.bootstrap_port), False)
+    args = pool.kv_args(opts.tp_rank)
+    server_args = ServerArgs(opts.tp_size, opts.bootstrap_port)
+    if hasattr(B, "make_manager"):  # a backend that needs SGLang's own ServerArgs
+        mgr = B.make_manager(args, mode, server_args)
+    else:
+        mgr = B.KVManager(args, mode, server_args, False)
     group = Group(opts.tp_rank, opts.tp_size, opts.group_port)
     started = time.monotonic()
     result = (run_prefill if mode == "prefill" else run_decode)(opts, group, pool, mgr, rooms)
@@ -361,7 +407,11 @@ def main():
             json.dump(result, f)
     if result.get("group_lost"):
         time.sleep(float(os.environ.get("KVFERRY_TEST_HANG_S", "30")))  # a survivor hangs
-    mgr.teardown()  # stops the rank's runtime before its buffers go
+    if hasattr(mgr, "teardown"):
+        try:
+            mgr.teardown()  # stops the rank's runtime before its buffers go
+        except NotImplementedError:
+            pass
     os._exit(0)  # the runtime's threads stop with the process, as a killed scheduler's would
 
 
