@@ -269,6 +269,8 @@ void room_latency(const args& a) {
   f.extra["p99"] = percentile(plain.rooms, 99);
   f.notes["room"] = room;
   print(f, a.json);
+  if (a.has("no-tls"))
+    return;
 
   // The same with the control plane over mutual TLS (caf::openssl).
   char dir[] = "/tmp/kvferry-bench-tls-XXXXXX";
@@ -303,8 +305,10 @@ void room_latency(const args& a) {
 }  // namespace
 
 int run_tcp_suite(const args& a) {
-  bandwidth(a);
-  room_latency(a);
+  if (!a.has("no-bandwidth"))
+    bandwidth(a);
+  if (!a.has("no-rooms"))
+    room_latency(a);
   return 0;
 }
 

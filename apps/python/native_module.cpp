@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -188,6 +189,17 @@ struct room_view {
     return std::nullopt;
   }
   bool released() const { return room.released(); }
+  /// Nanoseconds per poll() over `n` calls from C++: the baseline of a poll from Python.
+  double poll_ns(uint64_t n) const {
+    auto t0 = std::chrono::steady_clock::now();
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < n; ++i)
+      sum += static_cast<uint64_t>(room.poll());
+    auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0);
+    sink_ = sum;
+    return n ? ns.count() / static_cast<double>(n) : 0.0;
+  }
+  mutable volatile uint64_t sink_ = 0;
   void abort() { room.abort(); }
   void clear() { room.clear(); }
 };
@@ -320,6 +332,7 @@ PYBIND11_MODULE(_native, m) {
           py::arg("states") = std::vector<std::vector<int64_t>>{})
       .def("poll", &sender_view::poll)
       .def("released", &sender_view::released)
+      .def("poll_ns", &sender_view::poll_ns, py::arg("n"))
       .def("failure", &sender_view::failure)
       .def("abort", &sender_view::abort)
       .def("clear", &sender_view::clear);
@@ -335,6 +348,7 @@ PYBIND11_MODULE(_native, m) {
           py::arg("states") = std::vector<std::vector<int64_t>>{})
       .def("poll", &receiver_view::poll)
       .def("released", &receiver_view::released)
+      .def("poll_ns", &receiver_view::poll_ns, py::arg("n"))
       .def("failure", &receiver_view::failure)
       .def("abort", &receiver_view::abort)
       .def("clear", &receiver_view::clear);

@@ -261,7 +261,7 @@ def run_prefill(opts, group, pool, mgr, rooms):
                     r["step"] = "wait"
                 moved = True
         if not moved:
-            time.sleep(0.0005)
+            time.sleep(opts.idle_us / 1e6)
     return out
 
 
@@ -280,6 +280,7 @@ def run_decode(opts, group, pool, mgr, rooms):
             rec.init(0)
             r = dict(r, row=i % AUX_ROWS, slot=i % STATE_SLOTS, rec=rec, step="hs",
                      opened=time.monotonic(), after_down=r["prefill"] in down)
+            out.setdefault("first_open", time.time())
             active.append(r)
             i += 1
         red = group.min([r["rec"].poll() for r in active])
@@ -295,7 +296,8 @@ def run_decode(opts, group, pool, mgr, rooms):
                 except Exception as e:  # the backend's KVTransferError
                     out["rooms"][str(room)] = {"ok": False, "why": str(getattr(e, "failure_reason", e)),
                                                "prefill": r["prefill"],
-                                               "own_failed": rec.poll() == B.KVPoll.Failed}
+                                               "own_failed": rec.poll() == B.KVPoll.Failed,
+                                               "failed_at": time.time()}
                 if r["after_down"]:
                     out["after_down"][str(room)] = time.monotonic() - r["opened"]
                 down.add(r["prefill"])
@@ -318,6 +320,7 @@ def run_decode(opts, group, pool, mgr, rooms):
                                            "bad": [] if opts.no_verify else check(opts, pool, r),
                                            "latency_s": time.monotonic() - r["opened"],
                                            "kv_bytes": r["pages"] * page_bytes,
+                                           "done_at": time.time(),
                                            "prefill": r["prefill"],
                                            "metric": rec.get_transfer_metric().transfer_total_bytes}
                 rec.clear()
@@ -329,7 +332,7 @@ def run_decode(opts, group, pool, mgr, rooms):
                 f.write(str(done))
             os.replace(progress + ".tmp", progress)
         if not moved:
-            time.sleep(0.0005)
+            time.sleep(opts.idle_us / 1e6)
     return out
 
 
@@ -380,6 +383,7 @@ def main():
     ap.add_argument("--pool-pages", type=int, default=0)
     ap.add_argument("--window", type=int, default=WINDOW)
     ap.add_argument("--no-verify", action="store_true")
+    ap.add_argument("--idle-us", type=float, default=500, help="sleep of an idle scheduler tick")
     opts = ap.parse_args()
     LAYERS, HEAD_DIM, PAGE, WINDOW = opts.layers, opts.head_dim, opts.page, opts.window
     if opts.transport:
