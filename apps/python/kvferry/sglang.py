@@ -440,7 +440,9 @@ class _Room:
         if self._native is not None:
             text = self._native.failure()
             if text:
-                return text
+                # "KVTransferError(room 42#7): peer_down: ..." → "peer_down: ...": the
+                # exception names the room already.
+                return text.split("): ", 1)[1] if text.startswith("KVTransferError(") else text
         return "the room has not failed"
 
     def failure_exception(self):
