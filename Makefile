@@ -40,3 +40,11 @@ format:
 
 clean:
 	rm -rf $(BUILD)
+
+# kvferry as SGLang's transfer backend, checked against the real SGLang 0.5.23
+# in a venv ($(BUILD)/sglang-venv; downloads sglang, torch and the packages its
+# disaggregation layer imports from PyPI, a few GB): deploy/sglang-check.sh.
+.PHONY: sglang-check
+sglang-check: configure
+	SGLANG_VENV=$(abspath $(BUILD))/sglang-venv KVFERRY_CMAKE_BUILD_DIR=$(abspath $(BUILD)) \
+	  ./deploy/sglang-check.sh
