@@ -322,6 +322,8 @@ class KVManager(BaseKVManager):
             self.decider_port = None
             if self.tp_rank == 0 and self.pp_rank == 0:
                 bind = _arg(server_args, "host", "127.0.0.1")
+                if int(_arg(server_args, "nnodes", 1)) > 1:
+                    bind = "0.0.0.0"  # the ranks of the other nodes dial dist_init_addr's host
                 self.decider_port = node.serve_decider(self.instance, self.tp_size, self.pp_size,
                                                        bind, self.bootstrap_port)
             where = dict(decider_host=self.service_host, decider_port=self.bootstrap_port)
@@ -540,6 +542,8 @@ class KVSender(_Room, BaseKVSender):
 
 class KVReceiver(_Room, BaseKVReceiver):
     """Decode side of one request."""
+
+    supports_host_destination = False  # kvferry writes into the KV pool only
 
     def __init__(self, mgr, bootstrap_addr, bootstrap_room=None):
         _Room.__init__(self, mgr, bootstrap_room)
