@@ -1,10 +1,12 @@
 # The short commands of the README. Each installs what is missing first.
 #   make demo    the main job: prefill + decode + bootstrap in one process, verified
 #   make test    the test suite (ctest), as CI runs it
-#   make bench   kvferry-bench suites, JSON lines
+#   make bench   kvferry-bench tcp and python -m kvferry.bench, JSON lines
 BUILD ?= build
 JOBS ?= $(shell nproc)
 BUILD_TYPE ?= RelWithDebInfo
+# The interpreter the Python package is built for (Debian's; not the first on PATH).
+PYTHON ?= /usr/bin/python3
 
 .PHONY: deps configure build demo test soak bench format clean fuzz
 
@@ -28,6 +30,8 @@ soak: build
 
 bench: build
 	$(BUILD)/apps/kvferry-bench tcp --json
+	PYTHONPATH=$(BUILD)/python $(PYTHON) -m kvferry.bench --json \
+	  --cpp-bench $(BUILD)/apps/kvferry-bench
 
 # AFL++ (installed if missing) on each harness of tests/fuzz for FUZZ_SECONDS
 # (default 60) each, built in build-fuzz-afl/: see docs/FUZZING.md.

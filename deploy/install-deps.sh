@@ -20,6 +20,7 @@ packages=(
   libyaml-cpp-dev           # yaml-cpp: the test that parses deploy/k8s
   python3-dev pybind11-dev  # the Python package (apps/python)
   python3-numpy python3-pytest  # its tests
+  python3-venv python3-setuptools python3-wheel python3-pip  # pip install apps/python, make sglang-check
 )
 
 # --fuzz (make fuzz): AFL++ as well, with its gcc compilers; only when asked.
