@@ -160,8 +160,9 @@ def driver_case(backend, prefill_tp, decode_tp, common, env=None):
 
 
 def kill_case(backend, common, env=None):
-    """kill -9 of prefill rank 1 (TP 2 -> 2) once decode concluded 10 rooms: seconds
-    from the kill until every decode rank's own poll said Failed for the rooms in flight."""
+    """kill -9 of prefill rank 1 (TP 2 -> 2) once decode concluded 10 rooms: (first, last)
+    milliseconds from the kill until a decode rank's own poll said Failed, over the rooms
+    that failed after it."""
     tmp = tempfile.mkdtemp(prefix="kvferry-bench-kill-")
     env = dict(env or {}, KVFERRY_TEST_HANG_S="2")
     run = Run(backend, 2, 2, common, tmp, env)
@@ -179,7 +180,9 @@ def kill_case(backend, common, env=None):
     shutil.rmtree(tmp, ignore_errors=True)
     ends = [v["failed_at"] for d in results for v in d["rooms"].values()
             if not v["ok"] and v.get("failed_at") and v["failed_at"] >= killed]
-    return (max(ends) - killed) * 1e3 if ends else None
+    if not ends:
+        return None, None
+    return (min(ends) - killed) * 1e3, (max(ends) - killed) * 1e3
 
 
 def cpp_figures(cpp_bench, quick):
@@ -280,11 +283,19 @@ def main():
                 kvferry_gbps=k_bw, kvferry_ratio=k_bw / m_bw), opts.json)
     kill_common = [*TINY, "--requests", 200, "--min-pages", 1, "--max-pages", 4,
                    "--idle-us", 100, "--transport", "tcp", "--no-verify"]
+    # SGLang's Mooncake backend fails a room whose prefill rank died only at its
+    # waiting/bootstrap timeouts (300 s by default): shortened to 20 s here.
+    mooncake_env = {"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "20",
+                    "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "20"}
     for backend in ("kvferry", "mooncake"):
-        ms = kill_case(backend, kill_common)
-        emit(figure(f"{backend}_kill_to_failed_ms", ms if ms is not None else -1, "ms",
-                    layout=layout, event="kill -9 of prefill rank 1 after 10 rooms",
-                    measured="until every decode rank's own poll said Failed"), opts.json)
+        first, last = kill_case(backend, kill_common,
+                                mooncake_env if backend == "mooncake" else None)
+        emit(figure(f"{backend}_kill_to_failed_ms", last if last is not None else -1, "ms",
+                    first_ms=first, layout=layout,
+                    event="kill -9 of prefill rank 1 after 10 rooms",
+                    measured="until the last room in flight said Failed on a decode rank's own poll",
+                    timeouts="SGLang's waiting and bootstrap timeouts 20 s" if backend == "mooncake"
+                    else "kvferry's defaults (heartbeat silence 1 s)"), opts.json)
 
 
 if __name__ == "__main__":
