@@ -140,7 +140,7 @@ def test_kill_9_of_a_prefill_rank(cluster):
     c.bootstrap(boot_a)
     c.bootstrap(boot_b)
     common = ("--requests", 120, "--instances", 2)
-    a = launch(c, "prefill", 2, 2, boot_a, ga, "--instance", 0, *common, name="prefill-a")
+    launch(c, "prefill", 2, 2, boot_a, ga, "--instance", 0, *common, name="prefill-a")
     b = launch(c, "prefill", 2, 2, boot_b, gb, "--instance", 1, *common, name="prefill-b")
     progress = c.tmp / "progress"
     dec = launch(c, "decode", 2, 2, dec_port, gd, "--prefill-ports", boot_a, boot_b,

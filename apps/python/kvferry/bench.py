@@ -25,11 +25,9 @@ figure of the same run (the convention of kvferry-bench).
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -178,11 +176,14 @@ def kill_case(backend, common, env=None):
     finally:
         run.close()
     shutil.rmtree(tmp, ignore_errors=True)
-    ends = [v["failed_at"] for d in results for v in d["rooms"].values()
-            if not v["ok"] and v.get("failed_at") and v["failed_at"] >= killed]
-    if not ends:
-        return None, None
-    return (min(ends) - killed) * 1e3, (max(ends) - killed) * 1e3
+    failed = [v for d in results for v in d["rooms"].values()
+              if not v["ok"] and v.get("failed_at", 0) >= killed]
+    in_flight = [v["failed_at"] for v in failed if v["opened_at"] < killed]
+    later = [(v["failed_at"] - v["opened_at"]) * 1e3 for v in failed if v["opened_at"] >= killed]
+    return dict(last_in_flight_ms=(max(in_flight) - killed) * 1e3 if in_flight else None,
+                first_ms=(min(in_flight) - killed) * 1e3 if in_flight else None,
+                rooms_in_flight=len(in_flight) // 2,
+                opened_after_p50_ms=percentile(later, 50), rooms_opened_after=len(later) // 2)
 
 
 def cpp_figures(cpp_bench, quick):
@@ -281,19 +282,20 @@ def main():
                 kvferry_us=k_lat, kvferry_ratio=k_lat / m_lat), opts.json)
     emit(figure("sglang_mooncake_bandwidth", m_bw, "GB/s", layout=layout,
                 kvferry_gbps=k_bw, kvferry_ratio=k_bw / m_bw), opts.json)
-    kill_common = [*TINY, "--requests", 200, "--min-pages", 1, "--max-pages", 4,
+    kill_common = [*TINY, "--requests", 60, "--min-pages", 1, "--max-pages", 4,
                    "--idle-us", 100, "--transport", "tcp", "--no-verify"]
     # SGLang's Mooncake backend fails a room whose prefill rank died only at its
     # waiting/bootstrap timeouts (300 s by default): shortened to 20 s here.
     mooncake_env = {"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "20",
                     "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "20"}
     for backend in ("kvferry", "mooncake"):
-        first, last = kill_case(backend, kill_common,
-                                mooncake_env if backend == "mooncake" else None)
+        k = kill_case(backend, kill_common, mooncake_env if backend == "mooncake" else None)
+        last = k.pop("last_in_flight_ms")
         emit(figure(f"{backend}_kill_to_failed_ms", last if last is not None else -1, "ms",
-                    first_ms=first, layout=layout,
-                    event="kill -9 of prefill rank 1 after 10 rooms",
-                    measured="until the last room in flight said Failed on a decode rank's own poll",
+                    **k, layout=layout, event="kill -9 of prefill rank 1 after 10 rooms",
+                    measured="from the kill until the last room in flight then said Failed on "
+                    "every decode rank's own poll; opened_after: a room opened to the dead "
+                    "instance, from open to Failed",
                     timeouts="SGLang's waiting and bootstrap timeouts 20 s" if backend == "mooncake"
                     else "kvferry's defaults (heartbeat silence 1 s)"), opts.json)
 

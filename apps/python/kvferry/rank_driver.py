@@ -270,38 +270,52 @@ def run_decode(opts, group, pool, mgr, rooms):
     alloc = Pages(len(pool.kv[0]))
     page_bytes = sum(b[0].nbytes for b in pool.kv)
     active, todo, i, done = [], list(rooms), 0, 0
+    watching = []  # failed for the group, this rank's own poll not yet Failed
     down = set()  # prefill instances seen failing
     addr = {k: f"127.0.0.1:{p}" for k, p in enumerate(opts.prefill_ports)}
     progress = opts.progress if opts.tp_rank == 0 else ""
-    while todo or active:
+    while todo or active or watching:
         while todo and len(active) < WINDOW:
             r = todo.pop(0)
             rec = B.KVReceiver(mgr, addr[r["prefill"]], r["room"])
             rec.init(0)
             r = dict(r, row=i % AUX_ROWS, slot=i % STATE_SLOTS, rec=rec, step="hs",
                      opened=time.monotonic(), after_down=r["prefill"] in down)
-            out.setdefault("first_open", time.time())
+            r["opened_at"] = time.time()
+            out.setdefault("first_open", r["opened_at"])
             active.append(r)
             i += 1
-        red = group.min([r["rec"].poll() for r in active])
+        # Every rank's `active` is the same list (decided on the group's polls): they
+        # stop calling the collective together; `watching` is this rank's own.
+        red = group.min([r["rec"].poll() for r in active]) if active else []
         moved = False
-        for r, state in zip(list(active), red):
-            rec, room = r["rec"], r["room"]
-            if state == B.KVPoll.Failed:
-                waited = time.monotonic()  # this rank's own poll, not only the group's MIN
-                while rec.poll() != B.KVPoll.Failed and time.monotonic() - waited < 15:
-                    time.sleep(0.001)
+        for r in list(watching):
+            rec = r["rec"]
+            own = rec.poll() == B.KVPoll.Failed
+            if not own and time.monotonic() - r["group_failed"] < 15:
+                continue
+            why = "(this rank's poll never said Failed)"
+            if own:
                 try:
                     rec.failure_exception()
                 except Exception as e:  # the backend's KVTransferError
-                    out["rooms"][str(room)] = {"ok": False, "why": str(getattr(e, "failure_reason", e)),
-                                               "prefill": r["prefill"],
-                                               "own_failed": rec.poll() == B.KVPoll.Failed,
-                                               "failed_at": time.time()}
+                    why = str(getattr(e, "failure_reason", e))
+            out["rooms"][str(r["room"])] = {"ok": False, "why": why, "prefill": r["prefill"],
+                                            "own_failed": own, "failed_at": time.time(),
+                                            "opened_at": r["opened_at"]}
+            rec.clear()
+            watching.remove(r)
+        for r, state in zip(list(active), red):
+            rec, room = r["rec"], r["room"]
+            if state == B.KVPoll.Failed:
+                # The group's MIN says Failed: SGLang aborts the request now. This
+                # rank's own poll is watched on (outside the group's vector) until
+                # it says Failed too, for the record of when every rank knew.
+                r["group_failed"] = time.monotonic()
+                watching.append(r)
                 if r["after_down"]:
                     out["after_down"][str(room)] = time.monotonic() - r["opened"]
                 down.add(r["prefill"])
-                rec.clear()
                 active.remove(r)
                 done += 1
                 moved = True
