@@ -62,7 +62,12 @@ std::pair<int, std::string> netns(const std::string& prefix, const std::string& 
 /// Tears the namespaces down however the test ends.
 struct cluster_guard {
   std::string prefix, state;
-  ~cluster_guard() { netns(prefix, state, {"down", cluster}); }
+  /// Takes the namespaces down and removes the state folder (its logs were
+  /// attached to the assertions through INFO).
+  ~cluster_guard() {
+    netns(prefix, state, {"down", cluster});
+    std::system(("rm -rf " + state).c_str());
+  }
 };
 
 struct conclusion {
