@@ -6,7 +6,7 @@
 
 #include <caf/actor_system_config.hpp>
 
-#include "actors/rank/deadlines.hpp"
+#include "actors/common/deadlines.hpp"
 
 namespace kvferry {
 

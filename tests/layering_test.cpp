@@ -1,13 +1,16 @@
 // Reads every #include of the tree and names the file that crosses a line of
 // the design card: messages/ knows only std and CAF; transport/ knows no CAF
 // and nothing of messages/ or actors/, and a backend never includes a sibling;
-// actors/ uses the transport only through its interface headers; nothing but
+// actors/ uses the transport only through its interface headers, and its
+// folders include each other only as the table below says; nothing but
 // tests/ includes tests/.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,6 +84,41 @@ TEST_CASE("every #include respects the layering", "[layering]") {
       crossings.push_back(where(i) + " (actors/ knows messages/, transport/ and CAF)");
     if (starts(i.target, "transport/") && fs::path{i.target}.parent_path() != "transport")
       crossings.push_back(where(i) + " (actors/ uses the transport interface, not a backend)");
+  }
+
+  // Inside actors/: which folder may include which (besides itself, the
+  // top-level headers of actors/, messages/ and the transport interface).
+  // Shared vocabulary lives in common/; rank/ is no one's utility folder.
+  static const std::map<std::string, std::set<std::string>> may_include{
+      {"", {"common", "gateway"}},  // config, log, tls, remote_lookup, guard ...
+      {"common", {}},
+      {"plan", {}},
+      {"gateway", {}},
+      {"bootstrap", {"gateway"}},
+      {"decision", {"common", "gateway"}},
+      {"rank", {"common", "plan"}},
+      {"staging", {"common", "plan"}},
+      {"transfer", {"common", "plan", "staging"}},
+      {"facade", {"common", "decision", "rank", "staging", "transfer"}},
+  };
+  for (auto& i : includes_under(root, "actors")) {
+    if (!starts(i.target, "actors/"))
+      continue;
+    auto folder_of = [](const fs::path& p) {
+      auto parent = p.parent_path();  // actors or actors/<folder>
+      return parent == "actors" ? std::string{} : parent.filename().string();
+    };
+    auto from = folder_of(i.file);
+    auto to = folder_of(i.target);
+    if (to.empty() || to == from)
+      continue;
+    auto allowed = may_include.find(from);
+    if (allowed == may_include.end())
+      crossings.push_back(where(i) + " (actors/" + from +
+                          "/ is not in layering_test's table of actor folders)");
+    else if (!allowed->second.contains(to))
+      crossings.push_back(where(i) + " (actors/" + (from.empty() ? "" : from + "/") +
+                          " may not include actors/" + to + "/)");
   }
 
   for (auto& i : includes_under(root, "apps"))

@@ -7,11 +7,11 @@
 #include <caf/actor_cast.hpp>
 #include <caf/send.hpp>
 
+#include "actors/common/decider_lost.hpp"
+#include "actors/common/durations.hpp"
 #include "actors/gateway/peer_names.hpp"
 #include "actors/guard.hpp"
 #include "actors/log.hpp"
-#include "actors/rank/decider_heartbeat.hpp"
-#include "actors/rank/room_fsm.hpp"
 #include "actors/remote_lookup.hpp"
 
 namespace kvferry {

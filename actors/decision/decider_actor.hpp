@@ -21,7 +21,7 @@
 
 #include "actors/decision/decision_book.hpp"
 #include "actors/decision/liveness.hpp"
-#include "actors/rank/deadlines.hpp"
+#include "actors/common/deadlines.hpp"
 #include "actors/sender_check.hpp"
 #include "messages/handles.hpp"
 

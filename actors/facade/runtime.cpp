@@ -9,7 +9,7 @@
 #include "actors/decision/decider_actor.hpp"
 #include "actors/log.hpp"
 #include "actors/rank/decode_rank.hpp"
-#include "actors/rank/local_pool.hpp"
+#include "actors/common/local_pool.hpp"
 #include "actors/rank/prefill_rank.hpp"
 #include "actors/staging/staging_actor.hpp"
 #include "actors/tls.hpp"

@@ -24,7 +24,7 @@
 #include "actors/facade/kv_pool.hpp"
 #include "actors/facade/receiver.hpp"
 #include "actors/facade/sender.hpp"
-#include "actors/rank/deadlines.hpp"
+#include "actors/common/deadlines.hpp"
 #include "actors/staging/staging_options.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/decision.hpp"

@@ -15,10 +15,10 @@
 
 #include <caf/actor_clock.hpp>
 
-#include "actors/rank/deadlines.hpp"
+#include "actors/common/deadlines.hpp"
 #include "actors/rank/decode_room.hpp"
 #include "actors/rank/incarnations.hpp"
-#include "actors/rank/local_pool.hpp"
+#include "actors/common/local_pool.hpp"
 #include "actors/rank/silence_watch.hpp"
 #include "actors/sender_check.hpp"
 #include "messages/bootstrap.hpp"

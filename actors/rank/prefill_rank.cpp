@@ -5,6 +5,7 @@
 
 #include <caf/actor_cast.hpp>
 
+#include "actors/common/durations.hpp"
 #include "actors/guard.hpp"
 #include "actors/log.hpp"
 #include "actors/plan/staging_plan.hpp"

@@ -16,7 +16,7 @@
 #include <caf/actor_addr.hpp>
 #include <caf/actor_clock.hpp>
 
-#include "actors/rank/deadlines.hpp"
+#include "actors/common/deadlines.hpp"
 #include "actors/rank/incarnations.hpp"
 #include "actors/rank/prefill_room.hpp"
 #include "actors/rank/silence_watch.hpp"

@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/rank/deadlines.hpp"
+#include "actors/common/deadlines.hpp"
 #include "messages/failure.hpp"
 #include "messages/ids.hpp"
 #include "messages/kv_poll.hpp"
@@ -90,8 +90,5 @@ class room_fsm {
   bool finished_ = false;
   uint32_t extensions_ = 0;
 };
-
-/// "300s", "1.5s", "250ms", "40us".
-std::string format_duration(std::chrono::nanoseconds d);
 
 }  // namespace kvferry

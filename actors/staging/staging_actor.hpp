@@ -18,7 +18,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "actors/rank/local_pool.hpp"
+#include "actors/common/local_pool.hpp"
 #include "actors/staging/staging_book.hpp"
 #include "messages/handles.hpp"
 

@@ -20,7 +20,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/rank/local_pool.hpp"
+#include "actors/common/local_pool.hpp"
 #include "actors/transfer/gather_space.hpp"
 #include "messages/handles.hpp"
 #include "messages/staging.hpp"

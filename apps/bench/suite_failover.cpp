@@ -11,7 +11,7 @@
 
 #include <unistd.h>
 
-#include "actors/rank/deadlines.hpp"
+#include "actors/common/deadlines.hpp"
 #include "apps/bench/bench_report.hpp"
 #include "apps/common/failover_run.hpp"
 

@@ -9,6 +9,7 @@
 
 #include <toml++/toml.h>
 
+#include "actors/common/durations.hpp"
 #include "actors/plan/tp_mapping.hpp"
 #include "apps/common/host_pool.hpp"
 #include "transport/registry.hpp"

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/rank/deadlines.hpp"
+#include "actors/common/deadlines.hpp"
 #include "actors/staging/staging_options.hpp"
 #include "actors/tls_files.hpp"
 

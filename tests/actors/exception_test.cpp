@@ -5,8 +5,8 @@
 // throws) while a room is live.
 #include "tests/support/instance_fixture.hpp"
 
+#include "actors/common/decider_lost.hpp"
 #include "actors/guard.hpp"
-#include "actors/rank/decider_heartbeat.hpp"
 #include "actors/staging/staging_actor.hpp"
 #include "messages/staging.hpp"
 

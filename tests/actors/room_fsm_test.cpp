@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "actors/common/durations.hpp"
 #include "actors/rank/room_fsm.hpp"
 
 using namespace kvferry;

@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "actors/bootstrap/bootstrap_actor.hpp"
+#include "actors/common/decider_lost.hpp"
 #include "actors/decision/decider_actor.hpp"
 #include "actors/facade/runtime.hpp"
 #include "actors/log.hpp"
-#include "actors/rank/decider_heartbeat.hpp"
 #include "apps/common/host_pool.hpp"
 #include "messages/type_registry.hpp"
 

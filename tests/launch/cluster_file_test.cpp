@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "actors/common/durations.hpp"
 #include "apps/launch/cluster_file.hpp"
 #include "apps/launch/supervision.hpp"
 

@@ -1,4 +1,4 @@
-#include "actors/rank/local_pool.hpp"
+#include "actors/common/local_pool.hpp"
 
 #include <cstring>
 
