@@ -11,6 +11,7 @@
 #include "actors/plan/staging_plan.hpp"
 #include "actors/plan/tp_mapping.hpp"
 #include "actors/rank/decider_heartbeat.hpp"
+#include "actors/rank/rank_guard.hpp"
 #include "actors/rank/room_steps.hpp"
 #include "actors/remote_lookup.hpp"
 #include "messages/scheduler.hpp"
@@ -27,10 +28,6 @@ constexpr auto register_retry = std::chrono::seconds{1};
 constexpr size_t max_tombstones = 4096;
 constexpr size_t max_pending = 65536;
 constexpr uint32_t max_verdict_extensions = 2;
-
-std::string who(self_ptr self) {
-  return "[" + to_string(self->state.cfg.self) + "]";
-}
 
 failure on_exception(self_ptr self, const std::string& what);
 
@@ -332,15 +329,10 @@ void forget_incarnation(self_ptr self, const rank_ref& newer, uint64_t previous)
   });
 }
 
-/// An exception escaped a handler: every live room of this rank fails with
-/// it (the decider tells the others), and the rank carries on.
+/// An exception escaped a handler: every live room of this rank fails with it.
 failure on_exception(self_ptr self, const std::string& what) {
-  auto& st = self->state;
-  log().error("{} exception in a handler: {}; failing its live rooms", who(self), what);
-  failure why{errc::internal, "exception in " + to_string(st.cfg.self) + ": " + what, st.cfg.self};
-  for (auto& [id, room] : st.rooms)
-    report(self, room, why);
-  return why;
+  return fail_live_rooms(self, what,
+                         [](self_ptr s, auto& room, const failure& why) { report(s, room, why); });
 }
 
 }  // namespace

@@ -1,0 +1,37 @@
+// What both rank actors (prefill and decode) do the same way around their
+// handlers: name themselves in logs, turn an exception that escaped a handler
+// into the failure of every live room, and guard callbacks like handlers.
+//
+// `Self` is a rank actor whose state has `cfg.self` (its rank_ref) and `rooms`
+// (room id → room); `report(self, room, why)` fails one room on the rank.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "actors/guard.hpp"
+#include "actors/log.hpp"
+#include "messages/failure.hpp"
+#include "messages/handles.hpp"
+
+namespace kvferry {
+
+/// "[prefill-0 tp1 pp0]": how a rank names itself in its logs.
+template <class Self>
+std::string who(Self* self) {
+  return "[" + to_string(self->state.cfg.self) + "]";
+}
+
+/// An exception escaped a handler: every live room of this rank fails with
+/// it (the decider tells the others), and the rank carries on.
+template <class Self, class Report>
+failure fail_live_rooms(Self* self, const std::string& what, Report report) {
+  auto& st = self->state;
+  log().error("{} exception in a handler: {}; failing its live rooms", who(self), what);
+  failure why{errc::internal, "exception in " + to_string(st.cfg.self) + ": " + what, st.cfg.self};
+  for (auto& [id, room] : st.rooms)
+    report(self, room, why);
+  return why;
+}
+
+}  // namespace kvferry
