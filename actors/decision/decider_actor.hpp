@@ -19,9 +19,9 @@
 #include <caf/actor_clock.hpp>
 #include <caf/node_id.hpp>
 
+#include "actors/common/deadlines.hpp"
 #include "actors/decision/decision_book.hpp"
 #include "actors/decision/liveness.hpp"
-#include "actors/common/deadlines.hpp"
 #include "actors/sender_check.hpp"
 #include "messages/handles.hpp"
 

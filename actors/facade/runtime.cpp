@@ -6,10 +6,10 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "actors/common/local_pool.hpp"
 #include "actors/decision/decider_actor.hpp"
 #include "actors/log.hpp"
 #include "actors/rank/decode_rank.hpp"
-#include "actors/common/local_pool.hpp"
 #include "actors/rank/prefill_rank.hpp"
 #include "actors/staging/staging_actor.hpp"
 #include "actors/tls.hpp"

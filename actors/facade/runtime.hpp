@@ -21,10 +21,10 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
+#include "actors/common/deadlines.hpp"
 #include "actors/facade/kv_pool.hpp"
 #include "actors/facade/receiver.hpp"
 #include "actors/facade/sender.hpp"
-#include "actors/common/deadlines.hpp"
 #include "actors/staging/staging_options.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/decision.hpp"

@@ -16,9 +16,9 @@
 #include <caf/actor_clock.hpp>
 
 #include "actors/common/deadlines.hpp"
+#include "actors/common/local_pool.hpp"
 #include "actors/rank/decode_room.hpp"
 #include "actors/rank/incarnations.hpp"
-#include "actors/common/local_pool.hpp"
 #include "actors/rank/silence_watch.hpp"
 #include "actors/sender_check.hpp"
 #include "messages/bootstrap.hpp"
