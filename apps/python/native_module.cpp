@@ -38,26 +38,16 @@ class node {
   node() : sys_(cfg_) {}
   ~node() {
     py::gil_scoped_release unlocked;
-    for (auto& b : boots_)
-      caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
-    for (auto& d : deciders_)
-      caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
+    for (auto& a : served_)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   }
 
   /// Publishes a prefill instance's bootstrap on host:port (0: any free
   /// port); returns the port.
   uint16_t serve_bootstrap(const std::string& instance, const std::string& host, uint16_t port) {
     py::gil_scoped_release unlocked;
-    auto boot = sys_.spawn(bootstrap, instance, fresh_generation());
-    auto got = publish_actor(sys_, boot, port, host);
-    if (!got) {
-      caf::anon_send_exit(boot, caf::exit_reason::kill);
-      throw py::value_error("cannot serve the bootstrap of " + instance + " on " + host + ":" +
-                            std::to_string(port) + ": " + sys_.render(got.error()) +
-                            "; expected a free port on this host");
-    }
-    boots_.push_back(boot);
-    return *got;
+    return serve("the bootstrap of " + instance,
+                 sys_.spawn(bootstrap, instance, fresh_generation()), host, port);
   }
 
   /// Publishes the decider of decode instance `instance` (tp_size x pp_size
@@ -68,25 +58,32 @@ class node {
       throw py::value_error("decider of " + instance + ": tp_size " + std::to_string(tp_size) +
                             ", pp_size " + std::to_string(pp_size) + "; expected at least 1");
     py::gil_scoped_release unlocked;
-    auto dec = sys_.spawn(decider, instance, tp_size, pp_size, fresh_generation(), deadlines{});
-    auto got = publish_actor(sys_, dec, port, host);
-    if (!got) {
-      caf::anon_send_exit(dec, caf::exit_reason::kill);
-      throw py::value_error("cannot serve the decider of " + instance + " on " + host + ":" +
-                            std::to_string(port) + ": " + sys_.render(got.error()) +
-                            "; expected a free port on this host");
-    }
-    deciders_.push_back(dec);
-    return *got;
+    return serve("the decider of " + instance,
+                 sys_.spawn(decider, instance, tp_size, pp_size, fresh_generation(), deadlines{}),
+                 host, port);
   }
 
   caf::actor_system& system() { return sys_; }
 
  private:
+  /// Publishes `whom` on host:port and keeps it until the node goes; a port
+  /// that cannot be taken kills it and raises ValueError naming the port.
+  template <class Handle>
+  uint16_t serve(const std::string& what, Handle whom, const std::string& host, uint16_t port) {
+    auto got = publish_actor(sys_, whom, port, host);
+    if (!got) {
+      caf::anon_send_exit(whom, caf::exit_reason::kill);
+      throw py::value_error("cannot serve " + what + " on " + host + ":" + std::to_string(port) +
+                            ": " + sys_.render(got.error()) +
+                            "; expected a free port on this host");
+    }
+    served_.push_back(caf::actor_cast<caf::actor>(whom));
+    return *got;
+  }
+
   kvferry::config cfg_;
   caf::actor_system sys_;
-  std::vector<bootstrap_actor> boots_;
-  std::vector<decider_actor> deciders_;
+  std::vector<caf::actor> served_;  ///< bootstraps and deciders, stopped with the node
 };
 
 /// Buffers from parallel lists of addresses, lengths and item lengths.

@@ -7,24 +7,15 @@ kvferry.rank_driver (python -m); each writes what it saw as JSON."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
+from kvferry.bench import free_ports  # noqa: F401  (test_sglang_backend imports it here)
+
 LIMIT_S = 240  # every process of a case ends by itself well before this
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class Cluster:
