@@ -9,7 +9,8 @@
 #include "actors/log.hpp"
 #include "actors/plan/room_grant.hpp"
 #include "actors/plan/tp_mapping.hpp"
-#include "actors/rank/decider_heartbeat.hpp"
+#include "actors/rank/decider_side.hpp"
+#include "actors/rank/decode_rank_steps.hpp"
 #include "actors/rank/rank_guard.hpp"
 #include "actors/rank/room_steps.hpp"
 #include "actors/remote_lookup.hpp"
@@ -18,31 +19,15 @@
 
 namespace kvferry {
 
+namespace decode_steps {
+
 namespace {
 
-using self_ptr = decode_rank_actor::stateful_pointer<decode_rank_state>;
-using peer_t = decode_rank_state::prefill_peer;
-
-constexpr auto request_timeout = std::chrono::seconds{5};
-constexpr auto retry_base = std::chrono::milliseconds{50};
-constexpr auto retry_max = std::chrono::seconds{1};
-constexpr auto register_retry = std::chrono::seconds{1};
-constexpr uint32_t max_verdict_extensions = 2;
-
-failure on_exception(self_ptr self, const std::string& what);
-
-/// `f` (a response or lookup callback, the down handler), with what it
-/// throws caught like a handler's.
-template <class F>
-auto guarded_callback(self_ptr self, F f) {
-  return guard([self](const std::string& what) { return on_exception(self, what); }, std::move(f));
-}
+constexpr auto quiesce_every = std::chrono::milliseconds{10};
 
 void sync(self_ptr self, decode_room& room) {
   publish(self, room.slot(), room.key(), room.fsm());
 }
-
-constexpr auto quiesce_every = std::chrono::milliseconds{10};
 
 void arm_quiesce(self_ptr self) {
   if (self->state.quiesce_armed || self->state.draining.empty())
@@ -81,16 +66,33 @@ void release(self_ptr self, decode_room& room) {
     release_quiet(self, room.slot(), room.key(), room.staged());
     return;
   }
-  decode_rank_state::drain d{room.slot(),   {},        self->clock().now(), false,
-                             room.staged(), room.key()};
+  fence_drains::drain d{room.slot(), {}, self->clock().now(), room.staged(), room.key()};
   for (auto& s : room.sources())
     if (!s.dummy)
       d.writers.push_back(s.endpoint);
-  st.draining.insert_or_assign(token, std::move(d));
+  st.draining.add(token, std::move(d));
   arm_quiesce(self);
 }
 
-/// Concludes a room with the decider's verdict, then releases its pages.
+/// The pages of concluded rooms whose fence is quiet now go back; writers
+/// stuck half way through a batch (frozen, partitioned) are cut off, so that
+/// their batch stops where it is.
+void quiesce(self_ptr self) {
+  auto& st = self->state;
+  st.quiesce_armed = false;
+  auto quiet = st.draining.sweep(
+      self->clock().now(), st.cfg.limits.verdict,
+      [&](uint64_t token) { return st.cfg.net->close_fence(token); },
+      [&](const std::string& writer) { st.cfg.net->disconnect(writer); });
+  for (auto& d : quiet)
+    release_quiet(self, d.slot, d.key, d.staged);
+  arm_quiesce(self);
+}
+
+void send_requests(self_ptr self, decode_room& room);
+
+}  // namespace
+
 void settle(self_ptr self, decode_room& room, kv_poll outcome, const failure& why) {
   bool was = room.fsm().terminal();
   conclude(self, self->state.cfg.self, room, outcome, why);
@@ -98,8 +100,6 @@ void settle(self_ptr self, decode_room& room, kv_poll outcome, const failure& wh
     release(self, room);
 }
 
-/// A fault this rank saw in a room: the decider decides. Without a decider
-/// to reach, the rank concludes alone.
 void report(self_ptr self, decode_room& room, failure why) {
   auto& fsm = room.fsm();
   auto& st = self->state;
@@ -124,15 +124,6 @@ void report(self_ptr self, decode_room& room, failure why) {
   sync(self, room);
 }
 
-template <class F>
-void for_rooms_of(self_ptr self, const std::string& key, F f) {
-  for (auto& [id, room] : self->state.rooms)
-    if (room.peer() == key && !room.fsm().terminal())
-      f(room);
-}
-
-/// Tells the decider about the room: on open (to draw its key) and once the
-/// prefill participants are known.
 void join(self_ptr self, decode_room& room) {
   auto& st = self->state;
   if (!st.registered || room.announced())
@@ -152,6 +143,8 @@ void join(self_ptr self, decode_room& room) {
     watch_decider(self, st.decider, decider_ref(me.instance));
   }
 }
+
+namespace {
 
 void send_requests(self_ptr self, decode_room& room) {
   auto& st = self->state;
@@ -194,13 +187,13 @@ void send_requests(self_ptr self, decode_room& room) {
   room.mark_requested();
 }
 
-/// Moves a room as far as what is known allows: sources once the peer is
-/// ready, requests once it is keyed and initialized.
+}  // namespace
+
 void advance(self_ptr self, decode_room& room) {
   if (room.fsm().terminal() || room.fsm().awaiting_verdict())
     return;
   auto p = self->state.peers.find(room.peer());
-  if (p == self->state.peers.end() || p->second.phase != peer_t::stage::ready)
+  if (p == self->state.peers.end() || p->second.phase != prefill_peer::stage::ready)
     return;
   if (!room.has_sources())
     room.set_sources(p->second.sources);
@@ -215,407 +208,7 @@ void advance(self_ptr self, decode_room& room) {
   sync(self, room);
 }
 
-void refuse(self_ptr self, const std::string& key, failure why) {
-  auto& peer = self->state.peers.at(key);
-  peer.phase = peer_t::stage::refused;
-  peer.refusal = why;
-  peer.in_flight = false;
-  log().error("{} prefill instance at {} refused: {}", who(self), key, to_string(why));
-  for_rooms_of(self, key, [&](decode_room& room) {
-    join(self, room);  // the decider tells the prefill side too
-    report(self, room, why);
-  });
-}
-
-void start_resolve(self_ptr self, const std::string& key);
-
-/// Schedules the next look at a peer that is down (backoff up to retry_max):
-/// it stays down, and new rooms fail at once, until a probe finds it whole.
-void arm_probe(self_ptr self, peer_t& peer, const std::string& key) {
-  if (peer.probe_armed)
-    return;
-  peer.probe_armed = true;
-  auto delay = std::min<std::chrono::nanoseconds>(retry_base * (1u << std::min(peer.attempts, 5u)),
-                                                  retry_max);
-  self->delayed_send(self, delay, retry_atom_v, key);
-}
-
-void resolve_failed(self_ptr self, const std::string& key, std::string error) {
-  auto p = self->state.peers.find(key);
-  if (p == self->state.peers.end())
-    return;
-  auto& peer = p->second;
-  peer.in_flight = false;
-  peer.last_error = std::move(error);
-  ++peer.attempts;
-  if (peer.phase == peer_t::stage::down) {
-    log().debug("{} prefill instance at {} still down (probe {}): {}", who(self), key,
-                peer.attempts, peer.last_error);
-    arm_probe(self, peer, key);
-    return;
-  }
-  bool waiting = false;
-  for_rooms_of(self, key, [&](decode_room&) { waiting = true; });
-  log().debug("{} prefill instance at {} not ready (attempt {}): {}", who(self), key, peer.attempts,
-              peer.last_error);
-  if (!waiting)
-    return;  // the next room restarts the resolve
-  auto delay = std::min<std::chrono::nanoseconds>(retry_base * (1u << std::min(peer.attempts, 5u)),
-                                                  retry_max);
-  self->delayed_send(self, delay, retry_atom_v, key);
-}
-
-/// The handshake is done once every source accepted this rank and the
-/// decider reached the instance's ranks.
-void maybe_ready(self_ptr self, const std::string& key) {
-  auto p = self->state.peers.find(key);
-  if (p == self->state.peers.end())
-    return;
-  auto& peer = p->second;
-  if ((peer.phase != peer_t::stage::resolving && peer.phase != peer_t::stage::down) ||
-      !peer.in_flight || peer.accepted.size() < peer.sources.size() || !peer.decider_reached)
-    return;
-  bool was_down = peer.phase == peer_t::stage::down;
-  peer.phase = peer_t::stage::ready;
-  if (was_down && self->state.cfg.board)
-    self->state.cfg.board->set_up(key);
-  peer.probe_armed = false;
-  if (was_down)
-    log().info("{} prefill instance {} at {} is back: new rooms go to it again", who(self),
-               peer.instance, key);
-  peer.in_flight = false;
-  peer.attempts = 0;
-  for (auto& [rank, handle] : peer.handles)
-    self->monitor(handle);
-  log().info("{} handshake with prefill instance at {} done ({} source rank{})", who(self), key,
-             peer.sources.size(), peer.sources.size() == 1 ? "" : "s");
-  for (auto& [id, room] : self->state.rooms)
-    if (room.peer() == key) {
-      join(self, room);  // also rooms that failed meanwhile: their verdict reaches prefill
-      advance(self, room);
-    }
-}
-
-void on_accepted(self_ptr self, const std::string& key, uint64_t round, const rank_ref& src,
-                 bool staged) {
-  auto p = self->state.peers.find(key);
-  if (p == self->state.peers.end() || p->second.round != round)
-    return;
-  auto& peer = p->second;
-  peer.accepted.insert(src);
-  for (auto& s : peer.sources)
-    if (s.rank == src)
-      s.staged = staged && self->state.cfg.staging.offered();
-  maybe_ready(self, key);
-}
-
-/// A room that needs the down peer `peer`: the decider hears of it with the
-/// prefill ranks still there (their rooms conclude the same), and it fails
-/// at once with the peer's cause.
-void fail_fast(self_ptr self, decode_room& room, const peer_t& peer) {
-  join(self, room);
-  report(self, room, peer.down_cause);
-}
-
-/// The prefill instance at `key` cannot serve rooms now: its live rooms here
-/// fail with `why`, new ones fail at once with `cause` until a probe finds it
-/// whole again. `survivors` are its ranks still there (the room's prefill
-/// side for the decider); empty keeps the ones known.
-void mark_down(self_ptr self, const std::string& key, const failure& why, failure cause,
-               std::optional<std::vector<participant>> survivors = std::nullopt) {
-  auto& st = self->state;
-  auto p = st.peers.find(key);
-  if (p == st.peers.end())
-    return;
-  auto& peer = p->second;
-  bool fresh = peer.phase != peer_t::stage::down;
-  if (fresh || peer.down_cause.code != errc::instance_dead)
-    peer.down_cause = std::move(cause);  // a departure's words stay once known
-  if (st.cfg.board)
-    st.cfg.board->set_down(key, peer.down_cause);
-  if (survivors)
-    peer.everyone = std::move(*survivors);
-  if (fresh) {
-    log().warn("{} prefill instance {} at {} is down: new rooms to it fail at once ({})", who(self),
-               peer.instance.empty() ? key : peer.instance, key, to_string(peer.down_cause));
-    for (auto& [rank, handle] : peer.handles)
-      self->demonitor(handle.address());
-    peer.phase = peer_t::stage::down;
-    peer.handles.clear();
-    peer.accepted.clear();
-    peer.sources.clear();
-    ++peer.round;  // a handshake under way is void
-    peer.in_flight = false;
-    peer.attempts = 0;
-  }
-  // Live rooms: those bound to it fail with what happened to them; those
-  // still waiting for it fail with the peer's cause.
-  for_rooms_of(self, key, [&](decode_room& room) {
-    if (room.fsm().awaiting_verdict() && !fresh)
-      return;  // reported already
-    if (room.requested() || room.fsm().awaiting_verdict())
-      report(self, room, why);
-    else
-      fail_fast(self, room, peer);
-  });
-  arm_probe(self, peer, key);
-}
-
-/// Connects straight to the process of prefill rank `reg` (unless it is
-/// this process or its bootstrap's, already reached), then calls `then()`.
-template <class Then>
-void reach_rank(self_ptr self, const peer_t& peer, const rank_registration& reg, Then then) {
-  auto node = reg.handle.node();
-  if (!reg.control.published() || node == self->node() || node == peer.bootstrap_node) {
-    then(std::string{});
-    return;
-  }
-  // One endpoint per process (a per-rank process publishes one rank): every
-  // actor of this process that connects to it asks the middleman for the
-  // same host:port, which it connects to once.
-  resolve_published<prefill_rank_actor>(
-      self, prefill_rank_actor{}, reg.control.host, reg.control.port, request_timeout,
-      "prefill rank", guarded_callback(self, [then](caf::expected<prefill_rank_actor> found) {
-        then(found ? std::string{} : caf::to_string(found.error()));
-      }));
-}
-
-/// Asks the decider to connect to the instance's ranks before any room names
-/// them (reach_peers), unless none lives in a process of its own.
-void reach_from_decider(self_ptr self, const std::string& key, uint64_t round) {
-  auto& st = self->state;
-  auto& peer = st.peers.at(key);
-  // Never a second connection between two processes: CAF 0.17 may drop the
-  // first one with it. A decider in this process shares this process's
-  // connection to the bootstrap's node.
-  bool local_decider = st.decider.node() == self->node();
-  if (local_decider) {
-    // The decider shares this process: the decode ranks of the process connect
-    // to every prefill process they receive from (every prefill rank is some
-    // decode rank's source), and a second connection to the same process at
-    // the same time can stall one of the two connects.
-    peer.decider_reached = true;
-    return;
-  }
-  reach_peers ask;
-  for (auto& r : peer.everyone)
-    if (r.control.published() && r.handle.node() != st.decider.node() &&
-        !(local_decider && r.handle.node() == peer.bootstrap_node))
-      ask.ranks.push_back(r);
-  if (ask.ranks.empty()) {
-    peer.decider_reached = true;
-    return;
-  }
-  self->request(st.decider, request_timeout, std::move(ask))
-      .then(guarded_callback(self,
-                             [self, key, round](reach_peers&) {
-                               auto p = self->state.peers.find(key);
-                               if (p == self->state.peers.end() || p->second.round != round)
-                                 return;
-                               p->second.decider_reached = true;
-                               maybe_ready(self, key);
-                             }),
-            guarded_callback(self, [self, key, round](caf::error& err) {
-              auto p = self->state.peers.find(key);
-              if (p == self->state.peers.end() || p->second.round != round)
-                return;
-              resolve_failed(
-                  self, key,
-                  "the decider could not reach the prefill ranks: " + self->system().render(err));
-            }));
-}
-
-void on_topology(self_ptr self, const std::string& key, topology topo) {
-  auto& st = self->state;
-  auto p = st.peers.find(key);
-  if (p == st.peers.end())
-    return;
-  auto& peer = p->second;
-  auto& me = st.cfg.self;
-  auto whole = instance_ref(role::prefill, topo.instance, topo.instance_generation);
-  if (auto old = st.generations.stale(whole, me)) {
-    resolve_failed(self, key, old->cause);  // an old bootstrap still answers: ask again
-    return;
-  }
-  if (topo.dead()) {
-    // A rank left and has not come back: the instance serves no room.
-    std::vector<participant> survivors;
-    for (auto& r : topo.ranks)
-      survivors.push_back({r.rank, r.handle, r.control});
-    peer.instance = topo.instance;
-    auto cause = *instance_dead(topo);
-    mark_down(self, key, cause, cause, std::move(survivors));
-    auto& again = st.peers.at(key);
-    again.in_flight = false;
-    ++again.attempts;
-    return;
-  }
-  if (!topo.complete()) {
-    resolve_failed(self, key,
-                   "prefill instance " + topo.instance + " has " +
-                       std::to_string(topo.ranks.size()) + " of " +
-                       std::to_string(size_t{topo.tp_size} * topo.pp_size) + " ranks registered");
-    return;
-  }
-  auto& mine = st.cfg.pool.layout;
-  if (auto seen = st.generations.note(whole); seen.replaced)
-    log().warn("{} {}", who(self), incarnations::restarted(whole, seen.previous, me).cause);
-  peer.instance = topo.instance;
-  peer.everyone.clear();
-  for (auto& r : topo.ranks)
-    peer.everyone.push_back({r.rank, r.handle, r.control});
-  instance_size psize{topo.tp_size, topo.pp_size};
-  instance_size dsize{st.cfg.tp_size, st.cfg.pp_size};
-  if (auto bad = check_sizes(psize, dsize)) {
-    refuse(self, key, failure{errc::unsupported, *bad, me});
-    return;
-  }
-  auto first = topo.ranks.front().layout;
-  auto plan = sources_of(psize, dsize, me.tp, me.pp, first.mla, first.total_kv_heads);
-  peer.sources.clear();
-  peer.handles.clear();
-  peer.accepted.clear();
-  peer.decider_reached = false;
-  auto round = ++peer.round;
-  std::vector<const rank_registration*> regs;
-  for (auto& s : plan) {
-    auto reg = std::find_if(topo.ranks.begin(), topo.ranks.end(),
-                            [&](auto& r) { return r.rank.tp == s.tp && r.rank.pp == s.pp; });
-    if (reg == topo.ranks.end()) {
-      resolve_failed(self, key,
-                     "no prefill rank tp" + std::to_string(s.tp) + " pp" + std::to_string(s.pp) +
-                         " in the topology");
-      return;
-    }
-    if (auto bad = check_pairing(reg->layout, mine)) {
-      refuse(self, key, failure{bad->code, bad->cause, me});
-      return;
-    }
-    peer.sources.push_back(
-        {reg->rank, s.dummy, s.writes_aux, reg->data_endpoint, reg->layout, false});
-    peer.handles.emplace(reg->rank, reg->handle);
-    regs.push_back(&*reg);
-  }
-  reach_from_decider(self, key, round);
-  for (auto* reg : regs) {
-    auto rank = reg->rank;
-    auto handle = reg->handle;
-    auto writer = reg->data_endpoint;
-    // Its process first (a connection this rank opens), then the registration.
-    reach_rank(self, peer, *reg, [self, key, round, rank, handle, writer](std::string error) {
-      auto p = self->state.peers.find(key);
-      if (p == self->state.peers.end() || p->second.round != round)
-        return;
-      if (!error.empty()) {
-        resolve_failed(self, key, "connecting to " + to_string(rank) + ": " + error);
-        return;
-      }
-      auto& st = self->state;
-      auto timeout = p->second.phase == peer_t::stage::down ? st.cfg.limits.silence()
-                                                            : caf::timespan{request_timeout};
-      // The credential its transport proves to this rank's receiver: the
-      // data plane admits no one the control plane did not introduce.
-      dest_registration reg{st.cfg.self,          caf::actor_cast<decode_rank_actor>(self),
-                            st.cfg.data_endpoint, st.cfg.pool.layout,
-                            st.cfg.staging,       st.cfg.net->credential_for(writer)};
-      self->request(handle, timeout, std::move(reg))
-          .then(guarded_callback(self,
-                                 [self, key, round, rank](dest_accepted& ok) {
-                                   on_accepted(self, key, round, rank, ok.staged);
-                                 }),
-                guarded_callback(self, [self, key, round, rank](caf::error& err) {
-                  auto p = self->state.peers.find(key);
-                  if (p == self->state.peers.end() || p->second.round != round)
-                    return;
-                  auto why = to_failure(err, self->state.cfg.self);
-                  if (why.code == errc::layout_mismatch || why.code == errc::unsupported) {
-                    why.origin = rank;
-                    refuse(self, key, std::move(why));
-                  } else {
-                    resolve_failed(
-                        self, key,
-                        "registration with " + to_string(rank) + ": " + self->system().render(err));
-                  }
-                }));
-    });
-  }
-}
-
-void start_resolve(self_ptr self, const std::string& key) {
-  auto& peer = self->state.peers.at(key);
-  // The handshake names this rank: wait for the decider to give it its
-  // instance generation.
-  if (peer.in_flight ||
-      (peer.phase != peer_t::stage::resolving && peer.phase != peer_t::stage::down) ||
-      !self->state.registered)
-    return;
-  peer.in_flight = true;
-  resolve_published<bootstrap_actor>(
-      self, peer.where.handle, peer.where.host, peer.where.port, request_timeout, "bootstrap",
-      guarded_callback(self, [self, key](caf::expected<bootstrap_actor> found) {
-        if (!found) {
-          resolve_failed(self, key, self->system().render(found.error()));
-          return;
-        }
-        if (auto p = self->state.peers.find(key); p != self->state.peers.end())
-          p->second.bootstrap_node = found->node();
-        self->request(*found, request_timeout, topology_atom_v)
-            .then(
-                guarded_callback(
-                    self, [self, key](topology& topo) { on_topology(self, key, std::move(topo)); }),
-                guarded_callback(self, [self, key](caf::error& err) {
-                  // An exception inside the bootstrap: the rooms waiting for
-                  // its answer fail with it now (a retry may meet it again,
-                  // and their deadline would name less). Later rooms ask again.
-                  if (err.category() == error_category &&
-                      static_cast<errc>(err.code()) == errc::internal) {
-                    auto why = to_failure(err, self->state.cfg.self);
-                    for_rooms_of(self, key, [&](decode_room& room) { report(self, room, why); });
-                  }
-                  resolve_failed(self, key, "topology query: " + self->system().render(err));
-                }));
-      }));
-}
-
-void register_with_decider(self_ptr self) {
-  auto& loc = self->state.cfg.decider;
-  resolve_published<decider_actor>(
-      self, loc.handle, loc.host, loc.port, request_timeout, "decider",
-      guarded_callback(self, [self](caf::expected<decider_actor> found) {
-        auto& st = self->state;
-        if (!found) {
-          log().warn("{} cannot reach the decider: {}; retrying", who(self),
-                     self->system().render(found.error()));
-          self->delayed_send(self, register_retry, register_atom_v);
-          return;
-        }
-        st.decider = *found;
-        member_registration reg{st.cfg.self, caf::actor_cast<decode_rank_actor>(self),
-                                st.cfg.tp_size, st.cfg.pp_size};
-        self->request(st.decider, request_timeout, std::move(reg))
-            .then(guarded_callback(self,
-                                   [self](member_ack& ack) {
-                                     auto& st = self->state;
-                                     st.registered = true;
-                                     st.cfg.self.instance = ack.instance;
-                                     st.cfg.self.instance_generation = ack.instance_generation;
-                                     self->monitor(st.decider);
-                                     log().info("{} joined the decider of {}", who(self),
-                                                ack.instance);
-                                     for (auto& [id, room] : st.rooms) {
-                                       join(self, room);
-                                       advance(self, room);
-                                     }
-                                     for (auto& [key, peer] : st.peers)
-                                       start_resolve(self, key);
-                                   }),
-                  guarded_callback(self, [self](caf::error& err) {
-                    log().error("{} refused by the decider: {}; retrying", who(self),
-                                self->system().render(err));
-                    self->delayed_send(self, register_retry, register_atom_v);
-                  }));
-      }));
-}
+namespace {
 
 /// Every source delivered: the rank has finished its part if the aux row is
 /// the room's; the decider gets the word either way.
@@ -635,10 +228,8 @@ void maybe_finish(self_ptr self, decode_room& room) {
     }
   }
   room.mark_finished();
-  self->send(st.decider, room_finished{room.key(), st.cfg.self});
-  st.finish_told[room.key().room] = self->clock().now();
-  // Other participants may still be writing: wait as long as a transfer may take.
-  room.fsm().await_verdict(st.cfg.limits.transferring + st.cfg.limits.verdict, true);
+  // Other participants may still be writing: it waits as long as a transfer may take.
+  tell_finished(self, room, st.decider);
   sync(self, room);
 }
 
@@ -660,404 +251,284 @@ decode_room* find(self_ptr self, const room_key& key) {
 }
 
 /// Whether `rank` is one of the ranks of `peer`'s instance.
-bool serves(const decode_rank_state::prefill_peer& peer, const rank_ref& rank) {
-  return peer.handles.count(rank) > 0 ||
-         std::any_of(peer.everyone.begin(), peer.everyone.end(),
-                     [&](const participant& p) { return p.rank == rank; });
+
+/// The decider of a room once it joined (null before).
+decider_actor decider_of(self_ptr self, const decode_room& room) {
+  return room.joined() ? self->state.decider : decider_actor{};
 }
 
-/// Forgets the prefill instance at `p`: its live rooms here fail with `why`,
-/// and later rooms look it up again (it may have restarted, and every rank
-/// must name the new one).
-void drop_peer(self_ptr self, decltype(decode_rank_state::peers)::iterator p, const failure& why) {
-  for_rooms_of(self, p->first, [&](decode_room& room) { report(self, room, why); });
-  for (auto& [rank, handle] : p->second.handles)
-    self->demonitor(handle.address());
-  self->state.peers.erase(p);
-}
-
-/// A prefill rank went down: its down_msg here, its bootstrap's rank_left
-/// (`departure`: the instance is dead until the rank registers again), or a
-/// verdict that names it lost. Its instance is down: the live rooms bound to
-/// it fail (lost by its link, `link`, it may live on cut off and conclude on
-/// its own: the cause both sides of a cut word alike), and new rooms fail at
-/// once until a probe finds the instance whole.
-void lose_source(self_ptr self, const rank_ref& gone, const std::string& reason, bool link,
-                 spdlog::level::level_enum level, const rank_left* departure = nullptr) {
+/// A room's deadline fired (unless it moved on since: `epoch`).
+void on_deadline(self_ptr self, uint64_t id, uint64_t epoch) {
   auto& st = self->state;
-  log().log(level, "{} prefill {} went down: {}", who(self), to_string(gone), reason);
-  failure went{errc::peer_down, "prefill " + to_string(gone) + " went down (" + reason + ")",
-               st.cfg.self};
-  auto why = link ? decider_lost(decider_ref(st.cfg.self.instance)) : went;
-  auto cause = departure ? instance_dead(gone.instance, gone.instance_generation, *departure)
-                         : failure{errc::peer_down, went.cause, gone};
-  for (auto p = st.peers.begin(); p != st.peers.end(); ++p)
-    if (serves(p->second, gone)) {
-      std::vector<participant> survivors;
-      for (auto& r : p->second.everyone)
-        if (!same_place(r.rank, gone))
-          survivors.push_back(r);
-      mark_down(self, p->first, why, cause, std::move(survivors));
-      return;
-    }
-}
-
-void on_down(self_ptr self, const caf::down_msg& dm) {
-  auto& st = self->state;
-  auto level =
-      dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn;
-  if (st.decider && st.decider.address() == dm.source) {
-    log().log(level, "{} the decider went down: {}", who(self), caf::to_string(dm.reason));
-    st.registered = false;
-    auto& me = st.cfg.self;
-    auto why = decider_lost(decider_ref(me.instance));
-    for (auto& [id, room] : st.rooms)
-      if (!room.fsm().terminal())
-        settle(self, room, kv_poll::failed, why);
-    self->delayed_send(self, register_retry, register_atom_v);
+  auto i = st.rooms.find(id);
+  if (i == st.rooms.end() || !i->second.fsm().is_current(epoch))
+    return;
+  auto& room = i->second;
+  if (room.fsm().awaiting_verdict()) {
+    auto decider = st.registered ? st.decider : decider_actor{};
+    verdict_overdue(
+        self, room, decider,
+        [&](const failure& why) {
+          self->send(decider, room_failure{room.key(), why});
+          sync(self, room);
+        },
+        [&] {
+          settle(self, room, kv_poll::failed, decider_lost(decider_ref(st.cfg.self.instance)));
+        },
+        [&](const failure& why) { settle(self, room, kv_poll::failed, why); });
     return;
   }
-  for (auto& [key, peer] : st.peers)
-    for (auto& [rank, handle] : peer.handles)
-      if (handle.address() == dm.source) {
-        lose_source(self, rank, caf::to_string(dm.reason), link_lost(dm.reason), level);
-        return;
-      }
+  if (!st.registered) {
+    // The decider never answered this rank: the room concludes here with the
+    // words every rank uses for a silent decider.
+    log().warn("{} {}, and the decider of {} never answered", who(self),
+               room.fsm().stuck_cause(room.key()), st.cfg.self.instance);
+    auto why = decider_lost(decider_ref(st.cfg.self.instance));
+    settle(self, room, kv_poll::failed, why);
+    if (st.decider)
+      self->send(st.decider, room_failure{room.key(), why});
+    return;
+  }
+  failure why{errc::deadline, room.fsm().stuck_cause(room.key()), st.cfg.self};
+  if (auto p = st.peers.find(room.peer()); p != st.peers.end() &&
+                                           p->second.phase == prefill_peer::stage::resolving &&
+                                           !p->second.last_error.empty()) {
+    why.code = errc::bootstrap_unreachable;
+    why.cause += " (prefill instance at " + room.peer() + ": " + p->second.last_error + ")";
+  }
+  report(self, room, std::move(why));
 }
 
-/// A verdict says a prefill rank was lost (the decider saw it go down, or it
-/// stopped answering) even where this rank saw nothing (a route through
-/// another node, a silent partition): the instance is looked up again for the
-/// next rooms, as after a down_msg, and its live rooms here fail the same way.
-void forget_lost_source(self_ptr self, const failure& why) {
-  if (why.origin.side != role::prefill ||
-      (why.code != errc::peer_down && why.code != errc::heartbeat_lost))
-    return;
+/// The scheduler opened room `id`, whose prefill instance is at `where`.
+void open_room(self_ptr self, uint64_t id, const bootstrap_locator& where, room_slot_ptr slot) {
   auto& st = self->state;
-  for (auto p = st.peers.begin(); p != st.peers.end(); ++p)
-    if (serves(p->second, why.origin)) {
-      mark_down(self, p->first, why, why);
-      return;
-    }
+  if (refuse_reopen(st.rooms, id, slot, st.cfg.self))
+    return;
+  auto key = where.key();
+  auto& room =
+      st.rooms
+          .try_emplace(id, id, std::move(slot), key, st.cfg.self, st.cfg.pool.layout, st.cfg.limits)
+          .first->second;
+  auto [p, fresh] = st.peers.try_emplace(key);
+  if (fresh)
+    p->second.where = where;
+  join(self, room);
+  switch (p->second.phase) {
+    case prefill_peer::stage::ready:
+      advance(self, room);
+      break;
+    case prefill_peer::stage::refused:
+      report(self, room, p->second.refusal);
+      break;
+    case prefill_peer::stage::down:
+      fail_fast(self, room, p->second);
+      break;
+    case prefill_peer::stage::resolving:
+      start_resolve(self, key);
+      break;
+  }
+  sync(self, room);
 }
 
-/// A verdict says contact was lost across instances (decider_lost: a rank
-/// lost by its link, which this rank may not have seen: a source reached
-/// through its bootstrap's node, whose bootstrap died too). The room's prefill
-/// instance is looked up again for the next rooms: its handles here may be of
-/// a dead incarnation.
-void forget_cut_off_source(self_ptr self, const decode_room& room, const failure& why) {
+/// The scheduler's init of a room: where its KV, aux row and states go.
+caf::result<void> init_room(self_ptr self, receiver_init& msg) {
+  auto i = self->state.rooms.find(msg.room);
+  if (i == self->state.rooms.end())
+    return unknown_room(self->state.cfg.self, msg.room);
+  auto& room = i->second;
+  if (auto bad = room.init(std::move(msg.dst_pages), msg.aux_slot, std::move(msg.states))) {
+    report(self, room, std::move(*bad));
+    return caf::unit;
+  }
+  // Cleared before any write can come: a stale row never passes the check.
+  if (room.aux_slot() != no_aux_slot)
+    write_stamp(self->state.cfg.pool, room.aux_slot(), room_key{});
+  advance(self, room);
+  sync(self, room);
+  return caf::unit;
+}
+
+caf::result<void> abort_room(self_ptr self, uint64_t id) {
+  auto i = self->state.rooms.find(id);
+  if (i == self->state.rooms.end())
+    return unknown_room(self->state.cfg.self, id);
+  report(self, i->second,
+         failure{errc::aborted, "aborted by the decode scheduler", self->state.cfg.self});
+  return caf::unit;
+}
+
+/// The scheduler is done with room `id`: it leaves, and its pages go back
+/// once nothing more can land in them.
+caf::result<void> clear_room(self_ptr self, uint64_t id) {
   auto& st = self->state;
-  if (why != decider_lost(decider_ref(st.cfg.self.instance)))
-    return;
-  auto p = st.peers.find(room.peer());
-  if (p == st.peers.end() || p->second.in_flight || !room.has_sources())
-    return;
-  // Only the incarnation the room was bound to: a lookup made since may have
-  // found the next one already.
-  auto& bound = room.sources().front().rank;
-  auto same = std::any_of(p->second.sources.begin(), p->second.sources.end(),
-                          [&](const room_source& s) { return s.rank == bound; });
-  if (!same)
-    return;
-  log().info(
-      "{} {}: contact with the prefill instance at {} may be lost: it is looked up again "
-      "for the next rooms",
-      who(self), to_string(room.key()), p->first);
-  drop_peer(self, p, why);
+  auto i = st.rooms.find(id);
+  if (i == st.rooms.end())
+    return unknown_room(self->state.cfg.self, id);
+  auto& room = i->second;
+  if (!room.fsm().terminal())
+    report(self, room,
+           failure{errc::aborted,
+                   "cleared by the decode scheduler in " + to_string(room.fsm().state()),
+                   st.cfg.self});
+  if (st.registered)
+    self->send(st.decider, room_leave{room.key(), st.cfg.self});
+  // Cleared before its verdict: nothing more may land in its pages.
+  if (!room.fsm().terminal() || !room.slot() || !room.slot()->released())
+    if (!st.draining.contains(room.key().generation))
+      release(self, room);
+  st.rooms.erase(i);
+  st.finish_told.erase(id);
+  return caf::unit;
 }
 
-/// An exception escaped a handler: every live room of this rank fails with it.
+caf::result<room_status> poll_room(self_ptr self, uint64_t id) {
+  auto i = self->state.rooms.find(id);
+  if (i == self->state.rooms.end())
+    return unknown_room(self->state.cfg.self, id);
+  return status_of(i->second);
+}
+
+/// A prefill rank says a chunk of a room landed (in its pages, or in the
+/// staging ring: then it counts once scattered).
+void on_chunk(self_ptr self, const chunk_landed& msg) {
+  auto& st = self->state;
+  if (auto old = st.generations.stale(msg.prefill_rank, st.cfg.self)) {
+    log().warn("{} ignored chunk {} of {}: {}", who(self), msg.chunk, to_string(msg.key),
+               old->cause);
+    return;
+  }
+  auto* room = find(self, msg.key);
+  if (!room || room->fsm().terminal() || room->fsm().awaiting_verdict())
+    return;  // stale (another generation), decided, or already reported
+  // (A chunk with no pages carries states and the aux row only: never staged.)
+  if (msg.pages > 0 && msg.staged != room->staged_from(msg.prefill_rank)) {
+    report(self, *room,
+           failure{errc::invalid_chunk,
+                   "chunk " + std::to_string(msg.chunk) + " of " + to_string(msg.key) + " from " +
+                       to_string(msg.prefill_rank) +
+                       (msg.staged ? " came staged, but this source does not stage"
+                                   : " came unstaged, but this source stages"),
+                   st.cfg.self});
+    return;
+  }
+  if (msg.staged) {
+    self->send(st.cfg.staging.handle, msg);
+    room->fsm().touch();
+    return;
+  }
+  on_landed(self, *room, msg);
+}
+
+/// The staging actor scattered a staged chunk into the room's pages (or
+/// could not: `why`).
+void on_scattered(self_ptr self, chunk_scattered& msg) {
+  auto* room = find(self, msg.landed.key);
+  if (!room || room->fsm().terminal() || room->fsm().awaiting_verdict())
+    return;
+  if (msg.why) {
+    report(self, *room, std::move(msg.why));
+    return;
+  }
+  on_landed(self, *room, msg.landed);
+}
+
+/// The decider keyed a join of a room.
+void on_keyed(self_ptr self, const room_keyed& msg) {
+  auto i = self->state.rooms.find(msg.key.room);
+  if (i == self->state.rooms.end())
+    return;
+  i->second.key_received();
+  i->second.set_generation(msg.key.generation);
+  heard_from_sender(self);
+  advance(self, i->second);
+  sync(self, i->second);
+}
+
+void on_verdict(self_ptr self, const room_verdict& msg) {
+  if (!from(self, self->state.decider.address(), who(self), "a verdict"))
+    return;
+  heard_from_sender(self);
+  auto i = self->state.rooms.find(msg.key.room);
+  if (i == self->state.rooms.end())
+    return;
+  auto& room = i->second;
+  // Only for the room's own key: the decider keys a join before any verdict
+  // of it, so a verdict for a room not keyed yet is of an older generation of
+  // its id (sent again), and must not become its key.
+  if (room.keyed() && room.key() == msg.key) {
+    settle(self, room, msg.outcome, msg.why);
+    forget_after_verdict(self, room, msg.why);
+  }
+}
+
+}  // namespace
+
 failure on_exception(self_ptr self, const std::string& what) {
   return fail_live_rooms(self, what,
                          [](self_ptr s, auto& room, const failure& why) { report(s, room, why); });
 }
 
-}  // namespace
+}  // namespace decode_steps
 
 decode_rank_actor::behavior_type decode_rank(
     decode_rank_actor::stateful_pointer<decode_rank_state> self, decode_rank_config cfg) {
+  using namespace decode_steps;
   self->state.cfg = std::move(cfg);
   self->set_down_handler(guarded_callback(self, [self](caf::down_msg& dm) { on_down(self, dm); }));
   register_with_decider(self);
+  auto local = [self](const char* what) { return from_this_process(self, who(self), what); };
+  auto refused = [] { return caf::make_error(caf::sec::unexpected_message); };
   return guarded<decode_rank_actor::behavior_type>(
       [self](const std::string& what) { return on_exception(self, what); },
       // -- scheduler ------------------------------------------------------------
-      [self](room_open_atom, uint64_t id, bootstrap_locator& where, room_slot_ptr& slot) {
-        if (!from_this_process(self, who(self), "room_open"))
-          return;
-        auto& st = self->state;
-        if (refuse_reopen(st.rooms, id, slot, st.cfg.self))
-          return;
-        auto key = where.key();
-        auto& room = st.rooms
-                         .try_emplace(id, id, std::move(slot), key, st.cfg.self, st.cfg.pool.layout,
-                                      st.cfg.limits)
-                         .first->second;
-        auto [p, fresh] = st.peers.try_emplace(key);
-        if (fresh)
-          p->second.where = where;
-        join(self, room);
-        switch (p->second.phase) {
-          case peer_t::stage::ready:
-            advance(self, room);
-            break;
-          case peer_t::stage::refused:
-            report(self, room, p->second.refusal);
-            break;
-          case peer_t::stage::down:
-            fail_fast(self, room, p->second);
-            break;
-          case peer_t::stage::resolving:
-            start_resolve(self, key);
-            break;
-        }
-        sync(self, room);
+      [self, local](room_open_atom, uint64_t id, bootstrap_locator& where, room_slot_ptr& slot) {
+        if (local("room_open"))
+          open_room(self, id, where, std::move(slot));
       },
-      [self](receiver_init& msg) -> caf::result<void> {
-        if (!from_this_process(self, who(self), "receiver_init"))
-          return caf::make_error(caf::sec::unexpected_message);
-        auto i = self->state.rooms.find(msg.room);
-        if (i == self->state.rooms.end())
-          return unknown_room(self->state.cfg.self, msg.room);
-        auto& room = i->second;
-        if (auto bad = room.init(std::move(msg.dst_pages), msg.aux_slot, std::move(msg.states))) {
-          report(self, room, std::move(*bad));
-          return caf::unit;
-        }
-        // Cleared before any write can come: a stale row never passes the check.
-        if (room.aux_slot() != no_aux_slot)
-          write_stamp(self->state.cfg.pool, room.aux_slot(), room_key{});
-        advance(self, room);
-        sync(self, room);
-        return caf::unit;
+      [self, local, refused](receiver_init& msg) -> caf::result<void> {
+        return local("receiver_init") ? init_room(self, msg) : refused();
       },
-      [self](room_abort_atom, uint64_t id) -> caf::result<void> {
-        if (!from_this_process(self, who(self), "room_abort"))
-          return caf::make_error(caf::sec::unexpected_message);
-        auto i = self->state.rooms.find(id);
-        if (i == self->state.rooms.end())
-          return unknown_room(self->state.cfg.self, id);
-        report(self, i->second,
-               failure{errc::aborted, "aborted by the decode scheduler", self->state.cfg.self});
-        return caf::unit;
+      [self, local, refused](room_abort_atom, uint64_t id) -> caf::result<void> {
+        return local("room_abort") ? abort_room(self, id) : refused();
       },
-      [self](room_clear_atom, uint64_t id) -> caf::result<void> {
-        if (!from_this_process(self, who(self), "room_clear"))
-          return caf::make_error(caf::sec::unexpected_message);
-        auto& st = self->state;
-        auto i = st.rooms.find(id);
-        if (i == st.rooms.end())
-          return unknown_room(self->state.cfg.self, id);
-        auto& room = i->second;
-        if (!room.fsm().terminal())
-          report(self, room,
-                 failure{errc::aborted,
-                         "cleared by the decode scheduler in " + to_string(room.fsm().state()),
-                         st.cfg.self});
-        if (st.registered)
-          self->send(st.decider, room_leave{room.key(), st.cfg.self});
-        // Cleared before its verdict: nothing more may land in its pages.
-        if (!room.fsm().terminal() || !room.slot() || !room.slot()->released())
-          if (!st.draining.count(room.key().generation))
-            release(self, room);
-        st.rooms.erase(i);
-        st.finish_told.erase(id);
-        return caf::unit;
+      [self, local, refused](room_clear_atom, uint64_t id) -> caf::result<void> {
+        return local("room_clear") ? clear_room(self, id) : refused();
       },
-      [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
-        if (!from_this_process(self, who(self), "room_poll"))
-          return caf::make_error(caf::sec::unexpected_message);
-        auto i = self->state.rooms.find(id);
-        if (i == self->state.rooms.end())
-          return unknown_room(self->state.cfg.self, id);
-        return status_of(i->second);
+      [self, local, refused](room_poll_atom, uint64_t id) -> caf::result<room_status> {
+        if (!local("room_poll"))
+          return refused();
+        return poll_room(self, id);
       },
-      // -- prefill ranks --------------------------------------------------------
-      [self](chunk_landed& msg) {
-        if (auto old = self->state.generations.stale(msg.prefill_rank, self->state.cfg.self)) {
-          log().warn("{} ignored chunk {} of {}: {}", who(self), msg.chunk, to_string(msg.key),
-                     old->cause);
-          return;
-        }
-        auto* room = find(self, msg.key);
-        if (!room || room->fsm().terminal() || room->fsm().awaiting_verdict())
-          return;  // stale (another generation), decided, or already reported
-        // (A chunk with no pages carries states and the aux row only: never staged.)
-        if (msg.pages > 0 && msg.staged != room->staged_from(msg.prefill_rank)) {
-          report(self, *room,
-                 failure{errc::invalid_chunk,
-                         "chunk " + std::to_string(msg.chunk) + " of " + to_string(msg.key) +
-                             " from " + to_string(msg.prefill_rank) +
-                             (msg.staged ? " came staged, but this source does not stage"
-                                         : " came unstaged, but this source stages"),
-                         self->state.cfg.self});
-          return;
-        }
-        if (msg.staged) {
-          // Counts as landed once scattered into the room's pages.
-          self->send(self->state.cfg.staging.handle, msg);
-          room->fsm().touch();
-          return;
-        }
-        on_landed(self, *room, msg);
-      },
-      [self](chunk_scattered& msg) {
-        auto* room = find(self, msg.landed.key);
-        if (!room || room->fsm().terminal() || room->fsm().awaiting_verdict())
-          return;
-        if (msg.why) {
-          report(self, *room, std::move(msg.why));
-          return;
-        }
-        on_landed(self, *room, msg.landed);
-      },
+      // -- prefill ranks and their bootstraps -----------------------------------
+      [self](chunk_landed& msg) { on_chunk(self, msg); },
+      [self](chunk_scattered& msg) { on_scattered(self, msg); },
       [self](rank_left& msg) {
         lose_source(self, msg.rank, msg.reason, msg.link_lost,
                     msg.orderly ? spdlog::level::info : spdlog::level::warn, &msg);
       },
-      [self](topology& topo) {
-        // The bootstrap of an instance this rank looked up: whole again.
-        if (!topo.complete() || topo.dead())
-          return;
-        for (auto& [key, peer] : self->state.peers)
-          if (peer.instance == topo.instance && peer.phase == peer_t::stage::down) {
-            peer.in_flight = true;
-            on_topology(self, key, std::move(topo));
-            return;
-          }
-      },
+      [self](topology& topo) { on_whole_again(self, std::move(topo)); },
       // -- the decider ----------------------------------------------------------
-      [self](room_keyed& msg) {
-        auto i = self->state.rooms.find(msg.key.room);
-        if (i == self->state.rooms.end())
-          return;
-        i->second.key_received();
-        i->second.set_generation(msg.key.generation);
-        heard_from_sender(self);
-        advance(self, i->second);
-        sync(self, i->second);
-      },
-      [self](room_verdict& msg) {
-        if (!from(self, self->state.decider.address(), who(self), "a verdict"))
-          return;
-        heard_from_sender(self);
-        auto i = self->state.rooms.find(msg.key.room);
-        if (i == self->state.rooms.end())
-          return;
-        auto& room = i->second;
-        // Only for the room's own key: the decider keys a join before any
-        // verdict of it, so a verdict for a room not keyed yet is of an older
-        // generation of its id (sent again), and must not become its key.
-        if (room.keyed() && room.key() == msg.key) {
-          settle(self, room, msg.outcome, msg.why);
-          forget_lost_source(self, msg.why);
-          forget_cut_off_source(self, room, msg.why);
-        }
-      },
+      [self](room_keyed& msg) { on_keyed(self, msg); },
+      [self](room_verdict& msg) { on_verdict(self, msg); },
       [self](heartbeat_atom, uint64_t seq) -> caf::result<heartbeat_atom, uint64_t> {
-        heard_from_sender(self);
-        auto& st = self->state;
-        remind_finished(
-            self, st.rooms, st.finish_told,
-            [&st](const decode_room&) { return st.decider.address(); },
-            [self](const decode_room& room) {
-              auto& st = self->state;
-              self->send(st.decider, room_finished{room.key(), st.cfg.self});
-            });
+        answer_ping(self, [self](const decode_room& room) { return decider_of(self, room); });
         return {heartbeat_atom_v, seq};
       },
       // -- timers ---------------------------------------------------------------
       [self](beat_atom) {
-        check_deciders(
-            self, self->state.rooms,
-            [self](const decode_room& room) {
-              return room.joined() ? self->state.decider.address() : caf::actor_addr{};
-            },
+        check_beat(
+            self, [self](const decode_room& room) { return decider_of(self, room); },
             [self](decode_room& room, const failure& why) {
               settle(self, room, kv_poll::failed, why);
-              // If it was only cut off, it hears this first when it is back.
-              self->send(self->state.decider, room_failure{room.key(), why});
             });
       },
-      [self](deadline_atom, uint64_t id, uint64_t epoch) {
-        auto& st = self->state;
-        auto i = st.rooms.find(id);
-        if (i == st.rooms.end() || !i->second.fsm().is_current(epoch))
-          return;
-        auto& room = i->second;
-        if (room.fsm().awaiting_verdict()) {
-          auto why = room.finished()
-                         ? failure{errc::peer_down, room.fsm().stuck_cause(room.key()), st.cfg.self}
-                         : room.reported();
-          log().warn("{} {}", who(self), room.fsm().stuck_cause(room.key()));
-          // A decider still heard from is late, not gone: it hears why and
-          // decides for everyone. Only a silent one is left behind.
-          if (st.registered && decider_alive(self, st.decider.address()) &&
-              room.fsm().wait_longer() <= max_verdict_extensions) {
-            self->send(st.decider, room_failure{room.key(), why});
-            sync(self, room);
-            return;
-          }
-          // A silent decider: the words every rank uses for it.
-          if (st.registered && !decider_alive(self, st.decider.address()))
-            why = decider_lost(decider_ref(st.cfg.self.instance));
-          settle(self, room, kv_poll::failed, why);
-          return;
-        }
-        if (!st.registered) {
-          // The decider never answered this rank: the room concludes here
-          // with the words every rank uses for a silent decider.
-          log().warn("{} {}, and the decider of {} never answered", who(self),
-                     room.fsm().stuck_cause(room.key()), st.cfg.self.instance);
-          auto why = decider_lost(decider_ref(st.cfg.self.instance));
-          settle(self, room, kv_poll::failed, why);
-          if (st.decider)
-            self->send(st.decider, room_failure{room.key(), why});
-          return;
-        }
-        failure why{errc::deadline, room.fsm().stuck_cause(room.key()), st.cfg.self};
-        if (auto p = st.peers.find(room.peer()); p != st.peers.end() &&
-                                                 p->second.phase == peer_t::stage::resolving &&
-                                                 !p->second.last_error.empty()) {
-          why.code = errc::bootstrap_unreachable;
-          why.cause += " (prefill instance at " + room.peer() + ": " + p->second.last_error + ")";
-        }
-        report(self, room, std::move(why));
-      },
-      [self](retry_atom, std::string& key) {
-        auto p = self->state.peers.find(key);
-        if (p == self->state.peers.end())
-          return;
-        p->second.probe_armed = false;
-        start_resolve(self, key);
-      },
+      [self](deadline_atom, uint64_t id, uint64_t epoch) { on_deadline(self, id, epoch); },
+      [self](retry_atom, std::string& key) { probe(self, key); },
       [self](register_atom) {
         if (!self->state.registered)
           register_with_decider(self);
       },
-      [self](quiesce_atom) {
-        auto& st = self->state;
-        st.quiesce_armed = false;
-        auto now = self->clock().now();
-        for (auto i = st.draining.begin(); i != st.draining.end();) {
-          auto& d = i->second;
-          if (st.cfg.net->close_fence(i->first)) {
-            release_quiet(self, d.slot, d.key, d.staged);
-            i = st.draining.erase(i);
-            continue;
-          }
-          // A writer stuck half way through a batch (frozen, partitioned):
-          // cut it off, so that its batch stops where it is.
-          if (!d.cut && now - d.since >= st.cfg.limits.verdict) {
-            for (auto& w : d.writers)
-              st.cfg.net->disconnect(w);
-            d.cut = true;
-          }
-          ++i;
-        }
-        arm_quiesce(self);
-      });
+      [self](quiesce_atom) { quiesce(self); });
 }
 
 }  // namespace kvferry

@@ -18,7 +18,9 @@
 #include "actors/common/deadlines.hpp"
 #include "actors/common/local_pool.hpp"
 #include "actors/rank/decode_room.hpp"
+#include "actors/rank/fence_drains.hpp"
 #include "actors/rank/incarnations.hpp"
+#include "actors/rank/prefill_peer.hpp"
 #include "actors/rank/silence_watch.hpp"
 #include "actors/sender_check.hpp"
 #include "messages/bootstrap.hpp"
@@ -53,48 +55,13 @@ struct decode_rank_config {
 struct decode_rank_state {
   static inline const char* name = "kvferry.decode_rank";
 
-  /// One prefill instance as seen from this rank.
-  struct prefill_peer {
-    /// resolving: looked up, rooms wait; ready: rooms proceed; refused: the
-    /// pairing cannot work (rooms fail); down: a rank of it left or was lost,
-    /// so new rooms fail at once with `down_cause` while it is probed again
-    /// (a new topology, a handshake) until it is back.
-    enum class stage { resolving, ready, refused, down };
-    stage phase = stage::resolving;
-    bootstrap_locator where;
-    std::string instance;          // its name, once a topology named it
-    caf::node_id bootstrap_node;   // the bootstrap's node: its ranks there are reached directly
-    uint64_t round = 0;            // bumped per topology: older callbacks are ignored
-    bool decider_reached = false;  // the decider connected to its ranks (reach_peers)
-    failure down_cause;            // phase down: what new rooms fail with
-    bool probe_armed = false;      // phase down: a probe is scheduled
-    std::vector<participant> everyone;  // every rank of the instance: the room's prefill side
-    std::vector<room_source> sources;   // the ranks this rank receives from
-    std::map<rank_ref, prefill_rank_actor> handles;  // of the sources
-    std::set<rank_ref> accepted;
-    failure refusal;
-    std::string last_error;
-    uint32_t attempts = 0;
-    bool in_flight = false;  // a resolve is running
-  };
-
-  /// A concluded room whose fence is not quiet yet: a write may still be
-  /// landing in its pages. Its slot turns released once the fence is quiet.
-  struct drain {
-    room_slot_ptr slot;
-    std::vector<std::string> writers;  // endpoints of its writing sources
-    caf::actor_clock::time_point since;
-    bool cut = false;     // the writers were disconnected
-    bool staged = false;  // its staging room closes with it
-    room_key key;
-  };
-
   decode_rank_config cfg;
   std::map<uint64_t, decode_room> rooms;
   /// Finished rooms waiting for their verdict: when their finish was last
   /// sent (decider pings remind the decider of them).
   std::map<uint64_t, caf::actor_clock::time_point> finish_told;
-  std::map<uint64_t, drain> draining;  // by fence token (the room generation)
+  /// Concluded rooms whose pages wait for their fence to be quiet.
+  fence_drains draining;
   bool quiesce_armed = false;
   std::map<std::string, prefill_peer> peers;  // by bootstrap_locator::key()
   /// The newest generation seen of each prefill instance.

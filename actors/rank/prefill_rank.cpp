@@ -10,7 +10,7 @@
 #include "actors/log.hpp"
 #include "actors/plan/staging_plan.hpp"
 #include "actors/plan/tp_mapping.hpp"
-#include "actors/rank/decider_heartbeat.hpp"
+#include "actors/rank/decider_side.hpp"
 #include "actors/rank/rank_guard.hpp"
 #include "actors/rank/room_steps.hpp"
 #include "actors/remote_lookup.hpp"
@@ -25,9 +25,6 @@ using self_ptr = prefill_rank_actor::stateful_pointer<prefill_rank_state>;
 
 constexpr auto request_timeout = std::chrono::seconds{5};
 constexpr auto register_retry = std::chrono::seconds{1};
-constexpr size_t max_tombstones = 4096;
-constexpr size_t max_pending = 65536;
-constexpr uint32_t max_verdict_extensions = 2;
 
 failure on_exception(self_ptr self, const std::string& what);
 
@@ -88,9 +85,7 @@ void finish(self_ptr self, prefill_room& room) {
   auto d = st.deciders.find(room.id());
   if (room.fsm().terminal() || room.fsm().awaiting_verdict() || d == st.deciders.end())
     return;
-  self->send(d->second, room_finished{room.key(), st.cfg.self});
-  st.finish_told[room.id()] = self->clock().now();
-  room.fsm().await_verdict(st.cfg.limits.transferring + st.cfg.limits.verdict, true);
+  tell_finished(self, room, d->second);
   sync(self, room);
 }
 
@@ -106,12 +101,10 @@ void dispatch(self_ptr self, prefill_room& room) {
   sync(self, room);
 }
 
-const room_verdict* cleared_as(self_ptr self, const room_key& key);
-
 void handle_request(self_ptr self, prefill_room& room, const room_request& req) {
   auto& st = self->state;
   if (room.key().generation == 0)
-    if (auto* old = cleared_as(self, req.key)) {
+    if (auto* old = st.early.cleared_as(req.key)) {
       // A late request of the cleared room with this id: answered as one
       // that came after the clear; the room opened again waits for its own.
       if (old->outcome == kv_poll::failed)
@@ -177,63 +170,68 @@ void handle_request(self_ptr self, prefill_room& room, const room_request& req) 
   dispatch(self, room);
 }
 
-void add_tombstone(self_ptr self, const prefill_room& room) {
+/// Keeps a request for a room the scheduler has not opened (yet).
+void keep_for_open(self_ptr self, const room_request& req) {
   auto& st = self->state;
-  room_verdict v{room.key(), room.fsm().state(), room.fsm().why()};
-  if (!room.fsm().terminal())
-    v = room_verdict{room.key(), kv_poll::failed,
-                     failure{errc::aborted,
-                             to_string(room.key()) + " was cleared by the prefill scheduler in " +
-                                 to_string(room.fsm().state()),
-                             st.cfg.self}};
-  st.tombstones.push_back({room.id(), std::move(v)});
-  if (st.tombstones.size() > max_tombstones)
-    st.tombstones.pop_front();
+  switch (st.early.keep_request(req)) {
+    case early_arrivals::kept::full:
+      self->send(req.decider,
+                 room_failure{req.key, failure{errc::invalid_argument,
+                                               std::to_string(st.early.max_waiting()) +
+                                                   " requests already wait for rooms this rank "
+                                                   "has not opened",
+                                               st.cfg.self}});
+      return;
+    case early_arrivals::kept::decided:
+      return;
+    case early_arrivals::kept::first:
+      self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, req.key.room,
+                         req.key.generation);
+      [[fallthrough]];
+    case early_arrivals::kept::another:
+      if (st.cfg.board)
+        st.cfg.board->add_requested(req.key.room);
+      return;
+  }
 }
 
-const room_verdict* find_tombstone(self_ptr self, uint64_t id) {
-  auto& t = self->state.tombstones;
-  for (auto i = t.rbegin(); i != t.rend(); ++i)
-    if (i->room == id)
-      return &i->verdict;
-  return nullptr;
-}
-
-/// The outcome of the cleared room of exactly `key`, if it was bound to a
-/// generation: a message with that key, for a room opened again with the
-/// same id and not bound yet, is of the older room.
-const room_verdict* cleared_as(self_ptr self, const room_key& key) {
-  if (key.generation == 0)
-    return nullptr;
-  for (auto& t : self->state.tombstones)
-    if (t.verdict.key == key)
-      return &t.verdict;
-  return nullptr;
-}
-
-void store_pending(self_ptr self, const room_request& req) {
+/// The room opened: the requests and verdict that came first take effect.
+void open_waited(self_ptr self, prefill_room& room, early_arrivals::waiting entry) {
   auto& st = self->state;
-  if (st.pending.size() >= max_pending && !st.pending.count(req.key.room)) {
-    self->send(req.decider,
-               room_failure{req.key, failure{errc::invalid_argument,
-                                             std::to_string(max_pending) +
-                                                 " requests already wait for rooms this rank has "
-                                                 "not opened",
-                                             st.cfg.self}});
+  if (st.cfg.board)
+    st.cfg.board->remove_requested(room.id());
+  if (entry.verdict) {
+    if (entry.request.decider) {
+      st.deciders.insert_or_assign(room.id(), entry.request.decider);
+      self->monitor(entry.request.decider);
+    }
+    room.adopt(entry.verdict->key.generation);
+    settle(self, room, entry.verdict->outcome, entry.verdict->why);
     return;
   }
-  auto& entry = st.pending[req.key.room];
-  if (entry.request.key.generation != req.key.generation)
-    entry = prefill_rank_state::pending_entry{};  // a new incarnation replaces the old
-  if (entry.verdict)
-    return;  // decided already: the open will conclude with it
-  entry.request = req;
-  entry.requests.push_back(req);
+  for (auto& req : entry.requests)
+    handle_request(self, room, req);
+}
+
+/// The time of a room requested but not opened ran out.
+void expire_waiting(self_ptr self, uint64_t id, uint64_t generation) {
+  auto& st = self->state;
+  auto gone = st.early.expire(id, generation, st.cfg.limits.bootstrapping, st.cfg.self);
+  if (!gone)
+    return;
   if (st.cfg.board)
-    st.cfg.board->add_requested(req.key.room);
-  if (entry.requests.size() == 1)
-    self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, req.key.room,
-                       req.key.generation);
+    st.cfg.board->remove_requested(id);  // no longer offered to the scheduler
+  if (!gone->failed)
+    return;
+  self->send(gone->request.decider, room_failure{gone->request.key, gone->verdict.why});
+  // Kept a while, so that a late open concludes with the same cause.
+  self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, id, generation);
+}
+
+/// The decider of `room` (null while no decode rank asked for it).
+decider_actor decider_of(self_ptr self, const prefill_room& room) {
+  auto d = self->state.deciders.find(room.id());
+  return d == self->state.deciders.end() ? decider_actor{} : d->second;
 }
 
 void register_with_bootstrap(self_ptr self) {
@@ -329,6 +327,42 @@ void forget_incarnation(self_ptr self, const rank_ref& newer, uint64_t previous)
   });
 }
 
+/// A room's deadline fired (unless it moved on since: `epoch`).
+void on_deadline(self_ptr self, uint64_t id, uint64_t epoch) {
+  auto& st = self->state;
+  auto i = st.rooms.find(id);
+  if (i == st.rooms.end() || !i->second.fsm().is_current(epoch))
+    return;
+  auto& room = i->second;
+  auto decider = decider_of(self, room);
+  if (room.fsm().awaiting_verdict()) {
+    verdict_overdue(
+        self, room, decider,
+        [&](const failure& why) {
+          self->send(decider, room_failure{room.key(), why});
+          sync(self, room);
+        },
+        // The others find out by their own check; the decider, back, assumes
+        // these words.
+        [&] {
+          settle_without_decider(
+              self, room, decider_lost(st.heard.label_or(decider.address(), unknown_decider())));
+        },
+        [&](const failure& why) { settle(self, room, kv_poll::failed, why); });
+    return;
+  }
+  if (!decider) {
+    // No decode rank ever asked for the room: every rank of this instance
+    // concludes alone, and all of them say the same.
+    settle(self, room, kv_poll::failed,
+           failure{
+               errc::deadline, room.fsm().stuck_cause(room.key()) + ": no decode rank asked for it",
+               instance_ref(role::prefill, st.cfg.self.instance, st.cfg.self.instance_generation)});
+    return;
+  }
+  report(self, room, failure{errc::deadline, room.fsm().stuck_cause(room.key()), st.cfg.self});
+}
+
 /// An exception escaped a handler: every live room of this rank fails with it.
 failure on_exception(self_ptr self, const std::string& what) {
   return fail_live_rooms(self, what,
@@ -360,25 +394,10 @@ prefill_rank_actor::behavior_type prefill_rank(
         auto& room =
             st.rooms.try_emplace(id, id, std::move(slot), st.cfg.self, st.cfg.layout, st.cfg.limits)
                 .first->second;
-        if (auto p = st.pending.find(id); p != st.pending.end()) {
-          auto entry = std::move(p->second);
-          st.pending.erase(p);
-          if (st.cfg.board)
-            st.cfg.board->remove_requested(id);
-          if (entry.verdict) {
-            if (entry.request.decider) {
-              st.deciders.insert_or_assign(id, entry.request.decider);
-              self->monitor(entry.request.decider);
-            }
-            room.adopt(entry.verdict->key.generation);
-            settle(self, room, entry.verdict->outcome, entry.verdict->why);
-            return;
-          }
-          for (auto& req : entry.requests)
-            handle_request(self, room, req);
-          return;
-        }
-        sync(self, room);
+        if (auto entry = st.early.take(id))
+          open_waited(self, room, std::move(*entry));
+        else
+          sync(self, room);
       },
       [self](sender_init& msg) -> caf::result<void> {
         if (!from_this_process(self, who(self), "sender_init"))
@@ -427,7 +446,8 @@ prefill_rank_actor::behavior_type prefill_rank(
                  failure{errc::aborted,
                          "cleared by the prefill scheduler in " + to_string(room.fsm().state()),
                          st.cfg.self});
-        add_tombstone(self, room);
+        st.early.bury(
+            id, cleared_outcome(room.key(), room.fsm().state(), room.fsm().why(), st.cfg.self));
         st.rooms.erase(i);
         st.deciders.erase(id);
         st.finish_told.erase(id);
@@ -480,12 +500,12 @@ prefill_rank_actor::behavior_type prefill_rank(
           handle_request(self, i->second, req);
           return;
         }
-        if (auto* v = find_tombstone(self, req.key.room)) {
+        if (auto* v = st.early.cleared(req.key.room)) {
           if (v->outcome == kv_poll::failed)
             self->send(req.decider, room_failure{req.key, v->why});
           return;
         }
-        store_pending(self, req);
+        keep_for_open(self, req);
       },
       [self](control_endpoint& at) {
         auto& st = self->state;
@@ -560,7 +580,7 @@ prefill_rank_actor::behavior_type prefill_rank(
         heard_from_sender(self);
         if (auto i = st.rooms.find(v.key.room); i != st.rooms.end()) {
           auto& room = i->second;
-          if (room.key().generation == 0 && cleared_as(self, v.key))
+          if (room.key().generation == 0 && st.early.cleared_as(v.key))
             return;  // the verdict of the cleared room with this id, sent again
           room.adopt(v.key.generation);
           if (room.key().generation == v.key.generation)
@@ -568,31 +588,15 @@ prefill_rank_actor::behavior_type prefill_rank(
           return;
         }
         // A verdict for a room this rank already cleared changes nothing.
-        if (find_tombstone(self, v.key.room))
+        if (st.early.cleared(v.key.room))
           return;
         // The decider decided before the scheduler opened the room here.
-        auto& entry = st.pending[v.key.room];
-        if (entry.request.key.generation == 0 || entry.request.key.generation == v.key.generation) {
-          entry.request.key = v.key;
-          entry.request.decider = caf::actor_cast<decider_actor>(self->current_sender());
-          entry.verdict = v;
+        if (st.early.keep_verdict(v, caf::actor_cast<decider_actor>(self->current_sender())))
           self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, v.key.room,
                              v.key.generation);
-        }
       },
       [self](heartbeat_atom, uint64_t seq) -> caf::result<heartbeat_atom, uint64_t> {
-        heard_from_sender(self);
-        auto& st = self->state;
-        remind_finished(
-            self, st.rooms, st.finish_told,
-            [&st](const prefill_room& room) {
-              auto d = st.deciders.find(room.id());
-              return d == st.deciders.end() ? caf::actor_addr{} : d->second.address();
-            },
-            [self](const prefill_room& room) {
-              auto& st = self->state;
-              self->send(st.deciders.at(room.id()), room_finished{room.key(), st.cfg.self});
-            });
+        answer_ping(self, [self](const prefill_room& room) { return decider_of(self, room); });
         return {heartbeat_atom_v, seq};
       },
       // -- transfer actor -------------------------------------------------------
@@ -617,86 +621,16 @@ prefill_rank_actor::behavior_type prefill_rank(
         sync(self, room);
       },
       // -- timers ---------------------------------------------------------------
-      [self](deadline_atom, uint64_t id, uint64_t epoch) {
-        auto i = self->state.rooms.find(id);
-        if (i == self->state.rooms.end() || !i->second.fsm().is_current(epoch))
-          return;
-        auto& room = i->second;
-        auto& st = self->state;
-        auto d = st.deciders.find(id);
-        if (room.fsm().awaiting_verdict()) {
-          // No verdict in time: the cause this rank reported, or, having
-          // finished, the wait itself. A decider still heard from is late,
-          // not gone: it hears why and decides for everyone; only a silent
-          // one is left behind.
-          log().warn("{} {}", who(self), room.fsm().stuck_cause(room.key()));
-          auto why = room.reported() ? room.reported()
-                                     : failure{errc::peer_down, room.fsm().stuck_cause(room.key()),
-                                               st.cfg.self};
-          if (d != st.deciders.end() && decider_alive(self, d->second.address()) &&
-              room.fsm().wait_longer() <= max_verdict_extensions) {
-            self->send(d->second, room_failure{room.key(), why});
-            sync(self, room);
-            return;
-          }
-          // A silent decider: the words every rank uses for it (the others
-          // find out by their own check; the decider, back, assumes them).
-          if (d != st.deciders.end() && !decider_alive(self, d->second.address())) {
-            settle_without_decider(
-                self, room,
-                decider_lost(st.heard.label_or(d->second.address(), unknown_decider())));
-            return;
-          }
-          settle(self, room, kv_poll::failed, why);
-          return;
-        }
-        if (d == st.deciders.end()) {
-          // No decode rank ever asked for the room: every rank of this
-          // instance concludes alone, and all of them say the same.
-          settle(self, room, kv_poll::failed,
-                 failure{errc::deadline,
-                         room.fsm().stuck_cause(room.key()) + ": no decode rank asked for it",
-                         instance_ref(role::prefill, st.cfg.self.instance,
-                                      st.cfg.self.instance_generation)});
-          return;
-        }
-        report(self, room,
-               failure{errc::deadline, room.fsm().stuck_cause(room.key()), st.cfg.self});
-      },
+      [self](deadline_atom, uint64_t id, uint64_t epoch) { on_deadline(self, id, epoch); },
       [self](expire_atom, uint64_t id, uint64_t generation) {
-        auto& st = self->state;
-        auto p = st.pending.find(id);
-        if (p == st.pending.end() || p->second.request.key.generation != generation)
-          return;
-        if (st.cfg.board)
-          st.cfg.board->remove_requested(id);  // no longer offered to the scheduler
-        if (p->second.verdict) {
-          st.pending.erase(p);  // kept long enough for a late open
-          return;
-        }
-        failure why{errc::deadline,
-                    to_string(p->second.request.key) +
-                        " was requested but not opened by the prefill scheduler within " +
-                        format_duration(st.cfg.limits.bootstrapping),
-                    st.cfg.self};
-        self->send(p->second.request.decider, room_failure{p->second.request.key, why});
-        // Kept a while, so that a late open concludes with the same cause.
-        p->second.verdict = room_verdict{p->second.request.key, kv_poll::failed, why};
-        self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, id, generation);
+        expire_waiting(self, id, generation);
       },
       [self](register_atom) { register_with_bootstrap(self); },
       [self](beat_atom) {
-        check_deciders(
-            self, self->state.rooms,
-            [self](const prefill_room& room) {
-              auto d = self->state.deciders.find(room.id());
-              return d == self->state.deciders.end() ? caf::actor_addr{} : d->second.address();
-            },
+        check_beat(
+            self, [self](const prefill_room& room) { return decider_of(self, room); },
             [self](prefill_room& room, const failure& why) {
               settle(self, room, kv_poll::failed, why);
-              // If it was only cut off, it hears this first when it is back.
-              if (auto d = self->state.deciders.find(room.id()); d != self->state.deciders.end())
-                self->send(d->second, room_failure{room.key(), why});
             });
       });
 }

@@ -17,6 +17,7 @@
 #include <caf/actor_clock.hpp>
 
 #include "actors/common/deadlines.hpp"
+#include "actors/rank/early_arrivals.hpp"
 #include "actors/rank/incarnations.hpp"
 #include "actors/rank/prefill_room.hpp"
 #include "actors/rank/silence_watch.hpp"
@@ -65,21 +66,8 @@ struct prefill_rank_state {
   /// sent (decider pings remind the decider of them).
   std::map<uint64_t, caf::actor_clock::time_point> finish_told;
 
-  /// A decode rank's request for a room the scheduler has not opened yet, or a
-  /// verdict for it; kept until the room opens or the request expires.
-  struct pending_entry {
-    room_request request;                ///< the latest: its key and decider
-    std::vector<room_request> requests;  ///< every decode rank's, in arrival order
-    std::optional<room_verdict> verdict;
-  };
-  std::map<uint64_t, pending_entry> pending;
-
-  /// Outcomes of concluded, cleared rooms, for requests that arrive late.
-  struct tombstone {
-    uint64_t room;
-    room_verdict verdict;
-  };
-  std::deque<tombstone> tombstones;
+  /// Requests and verdicts for rooms not opened yet; outcomes of cleared rooms.
+  early_arrivals early;
 
   /// Decode ranks whose registration was accepted.
   struct peer {

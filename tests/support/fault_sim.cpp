@@ -497,9 +497,10 @@ class world : public instance_fixture {
         continue;
       auto& st = state_of<prefill_rank_state>(p);
       auto name = "prefill rank " + std::to_string(k);
-      if (!st.rooms.empty() || !st.pending.empty() || !st.deciders.empty() || st.heard.size() != 0)
+      if (!st.rooms.empty() || st.early.waiting_rooms() != 0 || !st.deciders.empty() ||
+          st.heard.size() != 0)
         violation("leak: " + name + " keeps " + std::to_string(st.rooms.size()) + " rooms, " +
-                  std::to_string(st.pending.size()) + " pending requests, " +
+                  std::to_string(st.early.waiting_rooms()) + " pending requests, " +
                   std::to_string(st.deciders.size()) + " deciders, " +
                   std::to_string(st.heard.size()) + " watched");
       auto& t = state_of<transfer_state>(prefill[k].rt->transfer());

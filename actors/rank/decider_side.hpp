@@ -1,4 +1,6 @@
-// The ranks' side of the heartbeat: a rank answers its deciders' pings, and
+// The side of a rank that faces its rooms' deciders, one copy for both rank
+// actors: telling a decider the rank finished, answering its pings, waiting
+// for an overdue verdict, and the heartbeat: a rank answers its deciders' pings, and
 // while it has live rooms it checks every heartbeat interval that their
 // deciders are still heard from. A decider silent for longer than
 // deadlines::decider_silence() (frozen, partitioned away) fails the rooms it
@@ -8,8 +10,10 @@
 // stalled: its deciders get a fresh grace period (and their verdicts, queued
 // meanwhile, come next), rather than the blame.
 //
-// `Self` is a rank actor whose state has `cfg.limits`, `heard` (a
-// silence_watch by decider address), `beat_armed` and `beat_due`.
+// `Self` is a rank actor whose state has `cfg.self`, `cfg.limits`, `rooms`
+// (room id → room), `finish_told`, `heard` (a silence_watch by decider
+// address), `beat_armed` and `beat_due`. `decider_of(room)` is the handle of
+// a room's decider (null while it has none).
 #pragma once
 
 #include <map>
@@ -22,9 +26,12 @@
 #include "actors/common/decider_lost.hpp"
 #include "actors/common/durations.hpp"
 #include "actors/log.hpp"
+#include "actors/rank/rank_guard.hpp"
 #include "actors/rank/room_fsm.hpp"
+#include "messages/decision.hpp"
 #include "messages/failure.hpp"
 #include "messages/handles.hpp"
+#include "messages/room.hpp"
 
 namespace kvferry {
 
@@ -123,6 +130,72 @@ void check_deciders(Self* self, Rooms& rooms, DeciderOf decider_of, Settle settl
   st.heard.retain(live());
   if (st.heard.size() > 0)
     arm_decider_check(self);
+}
+
+/// This rank's part of `room` is done: its decider hears it, and the room
+/// waits for the verdict as long as a transfer may still take elsewhere.
+template <class Self, class Room, class Decider>
+void tell_finished(Self* self, Room& room, const Decider& decider) {
+  auto& st = self->state;
+  self->send(decider, room_finished{room.key(), st.cfg.self});
+  st.finish_told[room.key().room] = self->clock().now();
+  room.fsm().await_verdict(st.cfg.limits.transferring + st.cfg.limits.verdict, true);
+}
+
+/// A decider's ping: it is alive, and hears again of the rooms this rank
+/// finished that still wait for its verdict (remind_finished).
+template <class Self, class DeciderOf>
+void answer_ping(Self* self, DeciderOf decider_of) {
+  heard_from_sender(self);
+  auto& st = self->state;
+  remind_finished(
+      self, st.rooms, st.finish_told, [&](const auto& room) { return decider_of(room).address(); },
+      [&](const auto& room) {
+        self->send(decider_of(room), room_finished{room.key(), st.cfg.self});
+      });
+}
+
+/// The periodic check (check_deciders): a room whose decider fell silent
+/// concludes here with `settle(room, why)`, and the decider hears why first
+/// if it was only cut off and comes back.
+template <class Self, class DeciderOf, class Settle>
+void check_beat(Self* self, DeciderOf decider_of, Settle settle) {
+  check_deciders(
+      self, self->state.rooms, [&](const auto& room) { return decider_of(room).address(); },
+      [&](auto& room, const failure& why) {
+        settle(room, why);
+        if (auto d = decider_of(room))
+          self->send(d, room_failure{room.key(), why});
+      });
+}
+
+/// How many times a rank waits again for a late decider still heard from.
+constexpr uint32_t max_verdict_extensions = 2;
+
+/// A room that waits for its verdict ran past its deadline. Its cause: the
+/// one this rank reported, or, having finished, the wait itself. A decider
+/// still heard from is late, not gone: it hears why (`remind(why)`) and
+/// decides for everyone, a few times. A silent one is left behind:
+/// `lost()` concludes with the words every rank uses for it. Without a
+/// decider, `settle(why)` concludes the room alone.
+template <class Self, class Room, class Decider, class Remind, class Lost, class Settle>
+void verdict_overdue(Self* self, Room& room, const Decider& decider, Remind remind, Lost lost,
+                     Settle settle) {
+  auto& st = self->state;
+  auto& fsm = room.fsm();
+  log().warn("{} {}", who(self), fsm.stuck_cause(room.key()));
+  auto why = room.reported() ? room.reported()
+                             : failure{errc::peer_down, fsm.stuck_cause(room.key()), st.cfg.self};
+  if (decider && decider_alive(self, decider.address()) &&
+      fsm.wait_longer() <= max_verdict_extensions) {
+    remind(why);
+    return;
+  }
+  if (decider && !decider_alive(self, decider.address())) {
+    lost();
+    return;
+  }
+  settle(why);
 }
 
 }  // namespace kvferry

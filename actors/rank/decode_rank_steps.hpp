@@ -1,0 +1,85 @@
+// The steps of the decode rank actor, shared by its two files: the room side
+// (decode_rank.cpp: rooms, their sequencing, pages) and the prefill side
+// (decode_peers.cpp: finding prefill instances, handshakes, losing them).
+// Internal to the actor; nothing else includes it.
+#pragma once
+
+#include <string>
+
+#include "actors/guard.hpp"
+#include "actors/rank/decode_rank.hpp"
+
+namespace kvferry::decode_steps {
+
+using self_ptr = decode_rank_actor::stateful_pointer<decode_rank_state>;
+
+// -- the room side (decode_rank.cpp) -------------------------------------------
+
+/// An exception escaped a handler: every live room of this rank fails with it.
+failure on_exception(self_ptr self, const std::string& what);
+
+/// `f` (a response or lookup callback, the down handler), with what it
+/// throws caught like a handler's.
+template <class F>
+auto guarded_callback(self_ptr self, F f) {
+  return guard([self](const std::string& what) { return on_exception(self, what); }, std::move(f));
+}
+
+/// Concludes a room with the decider's verdict, then releases its pages.
+void settle(self_ptr self, decode_room& room, kv_poll outcome, const failure& why);
+
+/// A fault this rank saw in a room: the decider decides. Without a decider to
+/// reach, the rank concludes alone.
+void report(self_ptr self, decode_room& room, failure why);
+
+/// Tells the decider about the room: on open (to draw its key) and once the
+/// prefill participants are known.
+void join(self_ptr self, decode_room& room);
+
+/// Moves a room as far as what is known allows: sources once the peer is
+/// ready, requests once it is keyed and initialized.
+void advance(self_ptr self, decode_room& room);
+
+/// `f(room)` for each live room that needs the prefill instance at `key`.
+template <class F>
+void for_rooms_of(self_ptr self, const std::string& key, F f) {
+  for (auto& [id, room] : self->state.rooms)
+    if (room.peer() == key && !room.fsm().terminal())
+      f(room);
+}
+
+// -- the prefill side (decode_peers.cpp) ---------------------------------------
+
+/// Finds the decider and registers with it (again, after it was lost).
+void register_with_decider(self_ptr self);
+
+/// Looks the prefill instance at `key` up (its topology, then a handshake).
+void start_resolve(self_ptr self, const std::string& key);
+
+/// A probe of a down instance is due.
+void probe(self_ptr self, const std::string& key);
+
+/// A topology of the instance at `key` came in.
+void on_topology(self_ptr self, const std::string& key, topology topo);
+
+/// An instance's bootstrap says it is whole again: the handshake restarts if
+/// this rank holds it down.
+void on_whole_again(self_ptr self, topology topo);
+
+/// A room that needs the down peer `peer`: the decider hears of it with the
+/// prefill ranks still there, and it fails at once with the peer's cause.
+void fail_fast(self_ptr self, decode_room& room, const prefill_peer& peer);
+
+/// A prefill rank went down (a down_msg here, its bootstrap's rank_left with
+/// `departure`, or a verdict that names it lost).
+void lose_source(self_ptr self, const rank_ref& gone, const std::string& reason, bool link,
+                 spdlog::level::level_enum level, const rank_left* departure = nullptr);
+
+/// A monitored actor went down: the decider, or a prefill source.
+void on_down(self_ptr self, const caf::down_msg& dm);
+
+/// After a verdict: a prefill rank it names lost (or the contact with the
+/// room's instance it says was cut) makes this rank look the instance up again.
+void forget_after_verdict(self_ptr self, const decode_room& room, const failure& why);
+
+}  // namespace kvferry::decode_steps

@@ -1,0 +1,103 @@
+// What a prefill rank keeps about rooms its scheduler has not opened: decode
+// ranks' requests (and verdicts) that came first, until the room opens or
+// they expire, and the outcomes of cleared rooms for messages that come late.
+// Plain logic, bounded on both sides: the actor arms the timers and sends.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "messages/failure.hpp"
+#include "messages/room.hpp"
+
+namespace kvferry {
+
+class early_arrivals {
+ public:
+  /// Requests and a verdict for one room not opened yet.
+  struct waiting {
+    room_request request;                ///< the latest: its key and decider
+    std::vector<room_request> requests;  ///< every decode rank's, in arrival order
+    std::optional<room_verdict> verdict;
+  };
+
+  /// What became of a request kept for later.
+  enum class kept {
+    full,     ///< refused: too many rooms wait already
+    decided,  ///< not needed: the room's verdict came first
+    first,    ///< the room's first: its expiry is to be armed
+    another,  ///< one more for a room already waiting
+  };
+
+  /// A waiting room whose time ran out.
+  struct expiry {
+    /// True: nobody was told yet; `request.decider` is to hear `verdict.why`.
+    /// False: it was decided already, and is forgotten now.
+    bool failed = false;
+    room_request request;
+    room_verdict verdict;
+  };
+
+  explicit early_arrivals(size_t max_waiting = 65536, size_t max_cleared = 4096)
+      : max_waiting_(max_waiting), max_cleared_(max_cleared) {}
+
+  size_t max_waiting() const { return max_waiting_; }
+
+  /// Keeps `req` for room `req.key.room` until it opens. A request of
+  /// another generation replaces what was kept for the room.
+  kept keep_request(const room_request& req);
+
+  /// Keeps the verdict `v` (sent by `decider`) for a room not opened yet,
+  /// unless another generation of the room is waiting. True if kept: its
+  /// expiry is to be armed.
+  bool keep_verdict(const room_verdict& v, const decider_actor& decider);
+
+  /// The room opened: what waited for it, which is forgotten here.
+  std::optional<waiting> take(uint64_t room);
+
+  /// The expiry of room `room`'s `generation` fired after `waited`. Nothing
+  /// if that room's generation no longer waits. A room not decided yet fails
+  /// (deadline, origin `me`) and is kept as decided a while longer, so that a
+  /// late open concludes with the same cause.
+  std::optional<expiry> expire(uint64_t room, uint64_t generation, std::chrono::nanoseconds waited,
+                               const rank_ref& me);
+
+  size_t waiting_rooms() const { return waiting_.size(); }
+
+  /// Remembers the outcome of cleared room `room` (the oldest is forgotten
+  /// beyond the bound).
+  void bury(uint64_t room, room_verdict outcome);
+
+  /// The outcome of the latest cleared room with id `room`.
+  const room_verdict* cleared(uint64_t room) const;
+
+  /// The outcome of the cleared room of exactly `key`, if it was bound to a
+  /// generation: a message with that key, for a room opened again with the
+  /// same id and not bound yet, is of the older room.
+  const room_verdict* cleared_as(const room_key& key) const;
+
+  size_t cleared_rooms() const { return cleared_.size(); }
+
+ private:
+  struct tombstone {
+    uint64_t room;
+    room_verdict outcome;
+  };
+
+  size_t max_waiting_;
+  size_t max_cleared_;
+  std::map<uint64_t, waiting> waiting_;
+  std::deque<tombstone> cleared_;
+};
+
+/// The outcome a room cleared by its scheduler in `state` leaves behind: its
+/// own if concluded, otherwise Failed (aborted, origin `me`).
+room_verdict cleared_outcome(const room_key& key, kv_poll state, const failure& why,
+                             const rank_ref& me);
+
+}  // namespace kvferry
