@@ -1,0 +1,70 @@
+// The steps of the prefill rank actor, shared by its two files: the room side
+// (prefill_rank.cpp: rooms, the scheduler, the transfer actor's results) and
+// the peers side (prefill_peers.cpp: decode ranks' registrations, requests and
+// verdicts, losing decode ranks, this instance's bootstrap). Internal to the
+// actor; nothing else includes it.
+#pragma once
+
+#include <string>
+
+#include "actors/guard.hpp"
+#include "actors/rank/prefill_rank.hpp"
+
+namespace kvferry::prefill_steps {
+
+using self_ptr = prefill_rank_actor::stateful_pointer<prefill_rank_state>;
+
+// -- the room side (prefill_rank.cpp) ------------------------------------------
+
+/// An exception escaped a handler: every live room of this rank fails with it.
+failure on_exception(self_ptr self, const std::string& what);
+
+/// `f` (a response or lookup callback, the down handler), with what it
+/// throws caught like a handler's.
+template <class F>
+auto guarded_callback(self_ptr self, F f) {
+  return guard([self](const std::string& what) { return on_exception(self, what); }, std::move(f));
+}
+
+/// Mirrors the room's state into its published slot and schedules its
+/// deadline; a concluded room with no write in flight releases its pages.
+void sync(self_ptr self, prefill_room& room);
+
+/// Concludes a room with the decider's verdict (or alone), and releases its
+/// source pages once no write of it is in flight.
+void settle(self_ptr self, prefill_room& room, kv_poll outcome, const failure& why);
+
+/// The room's decider was lost: this rank concludes without a verdict, and
+/// tells the other ranks of the instance, which may hold the room with no
+/// decode rank asking (their own deadline would word it otherwise).
+void settle_without_decider(self_ptr self, prefill_room& room, const failure& why);
+
+/// A fault this rank saw in a room: the room's decider decides; without one
+/// (no decode rank has asked for the room yet) the rank concludes alone.
+void report(self_ptr self, prefill_room& room, failure why);
+
+/// Hands every chunk that can go now to the transfer actor.
+void dispatch(self_ptr self, prefill_room& room);
+
+// -- the peers side (prefill_peers.cpp) ----------------------------------------
+
+/// Registers this rank with its instance's bootstrap (again, on failure).
+void register_with_bootstrap(self_ptr self);
+
+/// The room opened: the requests and verdict that came first take effect.
+void open_waited(self_ptr self, prefill_room& room, early_arrivals::waiting entry);
+
+/// The time of a room requested but not opened ran out.
+void expire_waiting(self_ptr self, uint64_t id, uint64_t generation);
+
+/// A monitored actor went down: a decider of rooms here, or a decode rank.
+void on_down(self_ptr self, const caf::down_msg& dm);
+
+caf::result<dest_accepted> accept_decode(self_ptr self, dest_registration& reg);
+void on_request(self_ptr self, room_request& req);
+void on_control_endpoint(self_ptr self, control_endpoint& at);
+void on_instance_topology(self_ptr self, topology& topo);
+void on_sibling_concluded(self_ptr self, sibling_concluded& c);
+void on_verdict(self_ptr self, room_verdict& v);
+
+}  // namespace kvferry::prefill_steps
