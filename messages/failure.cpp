@@ -56,6 +56,8 @@ std::string to_string(errc code) {
       return "connect_failed";
     case errc::bootstrap_unreachable:
       return "bootstrap_unreachable";
+    case errc::link_lost:
+      return "link_lost";
     case errc::instance_restarted:
       return "instance_restarted";
     case errc::shut_down:

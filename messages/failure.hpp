@@ -69,6 +69,9 @@ enum class errc : uint8_t {
   connect_failed = 66,
   /// The bootstrap of the peer instance could not be reached or queried.
   bootstrap_unreachable = 67,
+  /// The data-plane connection to the peer dropped with a write in flight, or
+  /// the peer spoke something else: the link failed, not the room.
+  link_lost = 68,
 
   // -- an instance ------------------------------------------------------------
 

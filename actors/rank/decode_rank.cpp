@@ -126,64 +126,37 @@ void report(self_ptr self, decode_room& room, failure why) {
 
 void join(self_ptr self, decode_room& room) {
   auto& st = self->state;
-  if (!st.registered || room.announced())
+  if (!st.registered)
     return;
-  room_join j{room.key().room, st.cfg.self, {}};
   auto p = st.peers.find(room.peer());
-  if (p != st.peers.end() && !p->second.everyone.empty()) {
-    j.prefill = p->second.everyone;
-    room.mark_announced();
-  }
-  self->send(st.decider, std::move(j));
-  room.join_sent();
-  // From now on the decider owes this room a verdict: it must stay heard from.
-  if (!room.joined() && !room.fsm().terminal()) {
-    room.mark_joined();
-    auto& me = st.cfg.self;
-    watch_decider(self, st.decider, decider_ref(me.instance));
-  }
+  auto j = room.next_join(st.cfg.self,
+                          p != st.peers.end() ? p->second.everyone : std::vector<participant>{});
+  if (!j)
+    return;
+  self->send(st.decider, std::move(*j));
+  if (room.begin_watch())
+    watch_decider(self, st.decider, decider_ref(st.cfg.self.instance));
 }
 
 namespace {
 
+/// Opens the room's fence to its writing sources (and its ring, if one
+/// stages), opens it on the staging actor, then asks every source.
 void send_requests(self_ptr self, decode_room& room) {
   auto& st = self->state;
   auto& peer = st.peers.at(room.peer());
-  // Writes for this room land only while its fence is open, from its
-  // sources, into its own pages, rows and slots (and the staging ring).
-  std::vector<std::string> writers;
-  bool staged_source = false;
-  for (auto& src : room.sources())
-    if (!src.dummy) {
-      writers.push_back(src.endpoint);
-      staged_source = staged_source || src.staged;
-    }
   granted_ring ring;
-  if (staged_source && st.cfg.staging.offered())
+  if (room.stages() && st.cfg.staging.offered())
     ring = {st.cfg.staging.region, st.cfg.staging.size};
   st.cfg.net->open_fence(room.key().generation,
-                         room_grant(st.cfg.pool.layout, std::move(writers), room.dst_pages(),
+                         room_grant(st.cfg.pool.layout, room.writers(), room.dst_pages(),
                                     room.aux_slot(), room.states(), ring));
-  // Its staged sources write into the staging ring: the room opens there
-  // first, so that their asks find it.
-  staging_room staged{room.key(), room.dst_pages(), {}};
-  for (auto& src : room.sources())
-    if (src.staged && !src.dummy)
-      staged.writers.push_back({src.rank, src.layout});
-  if (!staged.writers.empty()) {
+  if (auto staged = room.staging_open(); !staged.writers.empty()) {
     self->send(st.cfg.staging.handle, std::move(staged));
     room.mark_staged();
   }
-  for (auto& src : room.sources()) {
-    room_request req{room.key(), st.cfg.self, st.decider, {}, no_aux_slot, {}, src.dummy};
-    if (!src.dummy)
-      req.dst_pages = room.dst_pages();
-    if (src.writes_aux) {
-      req.aux_slot = room.aux_slot();
-      req.dst_states = room.states();
-    }
-    self->send(peer.handles.at(src.rank), std::move(req));
-  }
+  for (auto& ask : room.requests(st.cfg.self, st.decider))
+    self->send(peer.handles.at(ask.to), std::move(ask.request));
   room.mark_requested();
 }
 
@@ -198,9 +171,7 @@ void advance(self_ptr self, decode_room& room) {
   if (!room.has_sources())
     room.set_sources(p->second.sources);
   join(self, room);
-  // Requests go out only once the decider knows whom they go to: a prefill
-  // rank that is asked is always one the verdict will reach.
-  if (!room.keyed() || !room.announcement_keyed())
+  if (!room.ready_to_request())
     return;
   room.fsm().advance(kv_poll::waiting_for_input);
   if (room.initialized() && !room.requested())

@@ -69,4 +69,61 @@ bool decode_room::all_sources_done() const {
   return writers > 0 && done_.size() == static_cast<size_t>(writers);
 }
 
+std::optional<room_join> decode_room::next_join(const rank_ref& me,
+                                                const std::vector<participant>& everyone) {
+  if (announced_)
+    return std::nullopt;
+  room_join j{key_.room, me, {}};
+  if (!everyone.empty()) {
+    j.prefill = everyone;
+    announced_ = true;
+  }
+  ++joins_sent_;
+  return j;
+}
+
+bool decode_room::begin_watch() {
+  if (joined_ || fsm_.terminal())
+    return false;
+  joined_ = true;
+  return true;
+}
+
+std::vector<std::string> decode_room::writers() const {
+  std::vector<std::string> out;
+  for (auto& s : sources_)
+    if (!s.dummy)
+      out.push_back(s.endpoint);
+  return out;
+}
+
+bool decode_room::stages() const {
+  return std::any_of(sources_.begin(), sources_.end(),
+                     [](const room_source& s) { return !s.dummy && s.staged; });
+}
+
+staging_room decode_room::staging_open() const {
+  staging_room out{key_, dst_pages_, {}};
+  for (auto& s : sources_)
+    if (s.staged && !s.dummy)
+      out.writers.push_back({s.rank, s.layout});
+  return out;
+}
+
+std::vector<addressed_request> decode_room::requests(const rank_ref& me,
+                                                     const decider_actor& decider) const {
+  std::vector<addressed_request> out;
+  for (auto& s : sources_) {
+    room_request req{key_, me, decider, {}, no_aux_slot, {}, s.dummy};
+    if (!s.dummy)
+      req.dst_pages = dst_pages_;
+    if (s.writes_aux) {
+      req.aux_slot = aux_slot_;
+      req.dst_states = states_;
+    }
+    out.push_back({s.rank, std::move(req)});
+  }
+  return out;
+}
+
 }  // namespace kvferry

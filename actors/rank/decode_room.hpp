@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "actors/rank/room_fsm.hpp"
+#include "messages/decision.hpp"
 #include "messages/failure.hpp"
 #include "messages/layout.hpp"
 #include "messages/poll_snapshot.hpp"
 #include "messages/room.hpp"
+#include "messages/staging.hpp"
 
 namespace kvferry {
 
@@ -24,6 +26,12 @@ struct room_source {
   std::string endpoint;     ///< its data-plane endpoint (to cut it off)
   kv_layout layout;         ///< its layout, from the topology
   bool staged = false;      ///< its chunks come through this rank's staging ring
+};
+
+/// A room request and the source it goes to.
+struct addressed_request {
+  rank_ref to;
+  room_request request;
 };
 
 class decode_room {
@@ -63,17 +71,38 @@ class decode_room {
 
   /// True once the decider knows the room's prefill participants.
   bool announced() const { return announced_; }
-  void mark_announced() { announced_ = true; }
   /// The decider has been told about the room (at least its id).
   bool joined() const { return joined_; }
-  void mark_joined() { joined_ = true; }
-  /// Joins sent and keys received: the decider keys every join, in order.
-  void join_sent() { ++joins_sent_; }
+  /// A key received: the decider keys every join, in order.
   void key_received() { ++keys_received_; }
   /// True once the decider has keyed the join that named the prefill
   /// participants: from then on a verdict reaches them too, so requests may
   /// go to them.
   bool announcement_keyed() const { return announced_ && keys_received_ >= joins_sent_; }
+
+  // -- the room's sequencing: join, key, request --------------------------------
+
+  /// The join to tell the decider now: the room's id, and the prefill
+  /// instance's ranks (`everyone`) once known. Nothing once a join named them.
+  std::optional<room_join> next_join(const rank_ref& me, const std::vector<participant>& everyone);
+  /// True the first time after a join while the room is live: from then on
+  /// the decider owes it a verdict, and must stay heard from.
+  bool begin_watch();
+  /// True when the requests may go out: the decider keyed the join that
+  /// named the prefill participants (every rank asked is one the verdict
+  /// reaches).
+  bool ready_to_request() const { return keyed() && announcement_keyed(); }
+  /// The data-plane endpoints of its writing sources: the only ones its
+  /// fence admits.
+  std::vector<std::string> writers() const;
+  /// True if a writing source stages its chunks.
+  bool stages() const;
+  /// The room as the staging actor must know it before a staged source asks:
+  /// its pages and staged writers (none: it stages nothing).
+  staging_room staging_open() const;
+  /// The request for each source, in order: pages for writing sources, the
+  /// aux row and states for the one that writes them.
+  std::vector<addressed_request> requests(const rank_ref& me, const decider_actor& decider) const;
 
   /// True once the room was opened on the staging actor (some source stages).
   bool staged() const { return staged_; }

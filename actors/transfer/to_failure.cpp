@@ -15,6 +15,11 @@ failure to_failure(const transport::status& st, std::string_view backend, const 
     case code::connect_failed:
       c = errc::connect_failed;
       break;
+    // The link, not the room: the failure keeps the peer's scope.
+    case code::connection_lost:
+    case code::protocol_error:
+      c = errc::link_lost;
+      break;
     default:
       c = errc::transfer_failed;
   }

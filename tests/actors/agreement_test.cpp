@@ -76,8 +76,8 @@ TEST_CASE_METHOD(instance_fixture, "one rank's fault fails the room on every ran
   CHECK(first->origin.tp == origin.tp);
   if (fault == "abort")
     CHECK(first->code == errc::aborted);
-  if (fault == "transport")
-    CHECK(first->code == errc::transfer_failed);
+  if (fault == "transport")  // a dropped connection: the link's failure, peer scope
+    CHECK(first->code == errc::link_lost);
   if (fault == "bad_pages")
     CHECK(first->code == errc::invalid_pages);
 }

@@ -1,6 +1,7 @@
 // The plain parts of the rank actors: a prefill rank's early arrivals
 // (requests and verdicts before the open, outcomes of cleared rooms), a decode
-// rank's record of a prefill instance (its handshake and its going down), and
+// rank's record of a prefill instance (its handshake and its going down), a
+// decode room's sequencing (join, key, requests), and
 // the drains of concluded rooms whose fences are not quiet yet.
 #include <catch2/catch.hpp>
 
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/rank/decode_room.hpp"
 #include "actors/rank/early_arrivals.hpp"
 #include "actors/rank/fence_drains.hpp"
 #include "actors/rank/prefill_peer.hpp"
@@ -313,4 +315,62 @@ TEST_CASE("fence drains: quiet fences leave; a stuck writer is cut off once", "[
                 t0 + 14s, 10s, [](uint64_t) { return true; }, cut_off)
             .size() == 1);
   CHECK(drains.empty());
+}
+
+TEST_CASE("decode room: join, key, then requests, in that order", "[logic][rank]") {
+  auto local = layout(0, 1);
+  rank_ref me{role::decode, "d", 2, 0, 0};
+  decode_room room{4, nullptr, "p@host:1", me, local, deadlines{}};
+  // First join: the id only (the prefill instance is not known yet).
+  auto first = room.next_join(me, {});
+  REQUIRE(first);
+  CHECK(first->room == 4);
+  CHECK(first->prefill.empty());
+  CHECK(room.begin_watch());
+  CHECK_FALSE(room.begin_watch());  // watched once
+  room.key_received();
+  room.set_generation(77);
+  CHECK_FALSE(room.ready_to_request());  // the prefill side is not named yet
+  // Second join names the instance's ranks; no third.
+  std::vector<participant> everyone{{rank_ref{role::prefill, "p", 1, 0, 0}, {}, {}},
+                                    {rank_ref{role::prefill, "p", 1, 1, 0}, {}, {}}};
+  auto second = room.next_join(me, everyone);
+  REQUIRE(second);
+  CHECK(second->prefill == everyone);
+  CHECK_FALSE(room.next_join(me, everyone));
+  CHECK_FALSE(room.ready_to_request());  // that join is not keyed yet
+  room.key_received();
+  CHECK(room.ready_to_request());
+  CHECK(room.key() == room_key{4, 77});
+}
+
+TEST_CASE("decode room: requests carry pages to writers, the aux row to one, nothing to dummies",
+          "[logic][rank]") {
+  auto local = layout(0, 1);
+  rank_ref me{role::decode, "d", 2, 0, 0};
+  decode_room room{4, nullptr, "p@host:1", me, local, deadlines{}};
+  REQUIRE_FALSE(room.init({3, 1}, no_aux_slot, {}));
+  room_source writer{rank_ref{role::prefill, "p", 1, 0, 0}, false, true, "tcp://a", local, true};
+  room_source plain{rank_ref{role::prefill, "p", 1, 1, 0}, false, false, "tcp://b", local, false};
+  room_source dummy{rank_ref{role::prefill, "p", 1, 2, 0}, true, false, "tcp://c", local, true};
+  room.set_sources({writer, plain, dummy});
+  CHECK(room.writers() == std::vector<std::string>{"tcp://a", "tcp://b"});
+  CHECK(room.stages());
+  auto staged = room.staging_open();
+  REQUIRE(staged.writers.size() == 1);  // the dummy stages nothing
+  CHECK(staged.writers[0].rank == writer.rank);
+  CHECK(staged.dst_pages == std::vector<uint32_t>{3, 1});
+  auto asks = room.requests(me, decider_actor{});
+  REQUIRE(asks.size() == 3);
+  CHECK(asks[0].to == writer.rank);
+  CHECK(asks[0].request.dst_pages == std::vector<uint32_t>{3, 1});
+  CHECK(asks[0].request.aux_slot == no_aux_slot);  // the room has no aux row
+  CHECK(asks[1].request.dst_pages == std::vector<uint32_t>{3, 1});
+  CHECK(asks[2].request.dummy);
+  CHECK(asks[2].request.dst_pages.empty());
+  for (auto& a : asks)
+    CHECK(a.request.decode_rank == me);
+  room.set_sources({plain});
+  CHECK_FALSE(room.stages());
+  CHECK(room.staging_open().writers.empty());
 }
