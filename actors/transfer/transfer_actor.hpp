@@ -8,20 +8,26 @@
 // the slot, gather the rank's head slice of every layer into the gather
 // buffer and go as one bulk write. A staged chunk that must wait holds back
 // only the later chunks of its own room; other rooms and peers go past it.
+//
+// Its logic is in plain classes, tested without CAF: job_book (jobs, batches,
+// KV in flight), staged_queue and staged_pass (which staged job may go),
+// gather_space, throw_scope (what a throw in a handler fails). Its steps are
+// split by role over transfer_actor.cpp (behaviour, direct path),
+// transfer_staged.cpp and transfer_shield.cpp (transfer_steps.hpp).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "actors/common/local_pool.hpp"
 #include "actors/transfer/gather_space.hpp"
+#include "actors/transfer/job_book.hpp"
+#include "actors/transfer/staged_queue.hpp"
 #include "messages/handles.hpp"
 #include "messages/staging.hpp"
 #include "messages/transfer.hpp"
@@ -49,44 +55,28 @@ struct transfer_staging {
   std::chrono::milliseconds slot_wait{10000};
 };
 
+/// The transfer actor's state: the rank's transport and peers, and the plain
+/// classes that hold its logic.
 struct transfer_state {
   static inline const char* name = "kvferry.transfer";
 
-  /// One posted job: a chunk to one destination rank.
-  struct job {
-    chunk_job meta;
-    prefill_rank_actor reply_to;
-    uint64_t bytes = 0;
-    uint32_t writes = 0;
-    uint32_t pending = 0;      // batches posted and not completed
-    bool aux_waiting = false;  // aux batch deferred until the room's KV has landed
-    failure why;
-    // staged jobs: the ring space granted, the gather space taken while the
-    // bulk write runs, and the block's bytes
-    bool staged = false;
-    bool posted = false;  // its bulk write went out (or failed trying)
-    std::optional<staging_grant> grant;
-    std::optional<uint64_t> gather;
-    uint64_t staged_bytes = 0;
+  /// A decode rank the data plane is connected to.
+  struct peer {
+    transport::peer_id id;
+    kv_layout layout;
+    staging_offer staging;  // offered and taken: its chunks are staged
+    uint64_t consumed = 0;  // its ring's watermark, as last heard
   };
 
   rank_ref self;
   local_pool pool;
   std::shared_ptr<transport::transport> net;
   transport::caps caps;
-  struct peer {
-    transport::peer_id id;
-    kv_layout layout;
-    staging_offer staging;         // offered and taken: its chunks are staged
-    uint64_t consumed = 0;         // its ring's watermark, as last heard
-    std::deque<uint64_t> waiting;  // staged jobs not posted yet, in ask order
-  };
   std::map<rank_ref, peer> peers;
-  std::map<rank_ref, std::string> unreachable;            // peers whose connect() failed, and why
-  std::map<uint64_t, job> jobs;                           // by job id
-  std::map<uint64_t, std::pair<uint64_t, bool>> batches;  // cookie → (job id, is aux)
-  std::map<std::pair<room_key, rank_ref>, uint32_t> kv_in_flight;  // KV batches per room and peer
-  uint64_t next_id = 1;
+  std::map<rank_ref, std::string> unreachable;      // peers whose connect() failed, and why
+  job_book book;                                    // jobs, batches, KV in flight
+  std::map<uint64_t, prefill_rank_actor> reply_to;  // by job id: who gets its chunk_result
+  staged_queue queue;                               // staged jobs waiting for their peer's ring
   transfer_staging staging;
   gather_space gathered;
   std::shared_ptr<transfer_counters> counters;

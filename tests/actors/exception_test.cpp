@@ -164,8 +164,8 @@ TEST_CASE_METHOD(exception_fixture,
   CHECK(why.code == errc::internal);
   CHECK(why.cause == "exception in the transfer actor: planted fault");
   CHECK(same_place(why.origin, prefill[0].rt->rank()));
-  CHECK(state_of<transfer_state>(t).jobs.empty());
-  CHECK(state_of<transfer_state>(t).kv_in_flight.empty());
+  CHECK(state_of<transfer_state>(t).book.jobs().empty());
+  CHECK(state_of<transfer_state>(t).book.rooms_in_flight() == 0);
   next_room_succeeds(87);
 }
 
@@ -183,8 +183,8 @@ TEST_CASE_METHOD(exception_fixture,
   CHECK(why.cause == "exception in the transfer actor: injected fault in post");
   CHECK(same_place(why.origin, prefill[0].rt->rank()));
   auto& st = state_of<transfer_state>(prefill[0].rt->transfer());
-  CHECK(st.jobs.empty());
-  CHECK(st.batches.empty());
+  CHECK(st.book.jobs().empty());
+  CHECK(st.book.batches() == 0);
   next_room_succeeds(89);
   CHECK(prefill[0].rt->counters()->staged >= 2u);  // the next room was staged too
 }
@@ -210,6 +210,6 @@ TEST_CASE_METHOD(exception_fixture,
   CHECK(same_place(why.origin, decode[0].rt->rank()));
   // The ask that waited for the room is refused once the room closes there.
   pass(std::chrono::seconds{6});
-  CHECK(state_of<transfer_state>(prefill[0].rt->transfer()).jobs.empty());
+  CHECK(state_of<transfer_state>(prefill[0].rt->transfer()).book.jobs().empty());
   next_room_succeeds(91);
 }

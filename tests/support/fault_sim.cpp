@@ -504,15 +504,12 @@ class world : public instance_fixture {
                   std::to_string(st.deciders.size()) + " deciders, " +
                   std::to_string(st.heard.size()) + " watched");
       auto& t = state_of<transfer_state>(prefill[k].rt->transfer());
-      size_t waiting = 0;
-      for (auto& [rank, peer] : t.peers)
-        waiting += peer.waiting.size();
-      if (!t.jobs.empty() || !t.batches.empty() || !t.kv_in_flight.empty() || waiting != 0 ||
-          !t.gathered.idle())
+      size_t waiting = t.queue.size();
+      if (!t.book.empty() || !t.reply_to.empty() || waiting != 0 || !t.gathered.idle())
         violation("leak: the transfer actor of " + name + " keeps " +
-                  std::to_string(t.jobs.size()) + " jobs, " + std::to_string(t.batches.size()) +
-                  " batches, " + std::to_string(waiting) + " staged jobs waiting" +
-                  (t.gathered.idle() ? "" : ", gather space"));
+                  std::to_string(t.book.jobs().size()) + " jobs, " +
+                  std::to_string(t.book.batches()) + " batches, " + std::to_string(waiting) +
+                  " staged jobs waiting" + (t.gathered.idle() ? "" : ", gather space"));
     }
     for (size_t k = 0; k < decode.size(); ++k) {
       auto d = decode[k].rt->decode();
