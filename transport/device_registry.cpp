@@ -1,6 +1,6 @@
 #include "transport/device_registry.hpp"
 
-#include "transport/host_device_copier.hpp"
+#include "transport/base/host_device_copier.hpp"
 #ifdef KVFERRY_HAVE_CUDA
 #include "transport/cuda/cuda_device_copier.hpp"
 #endif

@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "transport/device_memory.hpp"
-#include "transport/fence.hpp"
+#include "transport/grant.hpp"
 #include "transport/region.hpp"
 #include "transport/status.hpp"
 #include "transport/write_op.hpp"
@@ -56,7 +56,7 @@ struct options {
   std::shared_ptr<device_copier> device;
   /// Tests of transport mechanics only: receivers admit any peer without a
   /// credential, and fence 0 (or one opened without a grant) admits any op.
-  /// Never set by the runtime (transport/fence.hpp, transport/peer_auth.hpp).
+  /// Never set by the runtime (transport/base/fence_table.hpp, transport/base/peer_auth.hpp).
   bool trust_every_peer = false;
 };
 
@@ -114,7 +114,7 @@ class transport {
   virtual std::string credential_for(const std::string& sender) const = 0;
 
   /// Opens fence `token`: batches posted with it by the grant's senders, into
-  /// the grant's items, are accepted from now on (transport/fence.hpp).
+  /// the grant's items, are accepted from now on (transport/grant.hpp).
   virtual void open_fence(uint64_t token, grant g) = 0;
 
   /// Opens fence `token` with no grant (admits anything only where the

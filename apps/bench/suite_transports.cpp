@@ -20,7 +20,7 @@
 #include "apps/bench/bench_report.hpp"
 #include "apps/bench/kv_traffic.hpp"
 #include "apps/common/child_process.hpp"
-#include "transport/posix_socket.hpp"
+#include "transport/base/posix_socket.hpp"
 #include "transport/registry.hpp"
 #include "transport/shared_memory.hpp"
 

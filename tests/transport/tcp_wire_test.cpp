@@ -19,8 +19,8 @@
 
 #include "tests/support/completion_log.hpp"
 #include "tests/support/trusting.hpp"
-#include "transport/peer_auth.hpp"
-#include "transport/posix_socket.hpp"
+#include "transport/base/peer_auth.hpp"
+#include "transport/base/posix_socket.hpp"
 #include "transport/registry.hpp"
 #include "transport/tcp/tcp_stripes.hpp"
 #include "transport/tcp/tcp_wire.hpp"

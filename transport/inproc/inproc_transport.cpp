@@ -1,6 +1,7 @@
 #include "transport/inproc/inproc_transport.hpp"
 
-#include "transport/fence.hpp"
+#include "transport/base/fence_table.hpp"
+#include "transport/base/region_table.hpp"
 
 #include <atomic>
 #include <cstring>

@@ -32,9 +32,9 @@
 #include <utility>
 #include <vector>
 
-#include "transport/posix_socket.hpp"
-#include "transport/region.hpp"
-#include "transport/wire_hello.hpp"
+#include "transport/base/posix_socket.hpp"
+#include "transport/base/region_table.hpp"
+#include "transport/base/wire_hello.hpp"
 #include "transport/write_op.hpp"
 
 namespace kvferry::transport::tcp {

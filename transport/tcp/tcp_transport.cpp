@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "transport/fence.hpp"
-#include "transport/peer_senders.hpp"
+#include "transport/base/fence_table.hpp"
+#include "transport/base/peer_senders.hpp"
 #include "transport/tcp/tcp_receiver.hpp"
 #include "transport/tcp/tcp_sender.hpp"
 

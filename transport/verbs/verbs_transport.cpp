@@ -1,7 +1,7 @@
 #include "transport/verbs/verbs_transport.hpp"
 
-#include "transport/fence.hpp"
-#include "transport/peer_senders.hpp"
+#include "transport/base/fence_table.hpp"
+#include "transport/base/peer_senders.hpp"
 #include "transport/verbs/verbs_device.hpp"
 #include "transport/verbs/verbs_receiver.hpp"
 #include "transport/verbs/verbs_regions.hpp"
