@@ -1,5 +1,5 @@
 // The sending half of the tcp backend: to one peer, `streams` connections
-// (options::tcp_streams), each a tcp_stream with a queue of stripes written in
+// (tcp_options::streams), each a tcp_stream with a queue of stripes written in
 // order by its writer thread and a reader thread for the peer's acks. A batch
 // is split over the streams by remote address (tcp_stripes.hpp): a small one
 // usually stays on one stream, a large one is spread over all of them.
