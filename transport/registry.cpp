@@ -7,7 +7,7 @@
 #include "transport/inproc/inproc_transport.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/tcp/tcp_transport.hpp"
-#if KVFERRY_HAVE_VERBS
+#ifdef KVFERRY_HAVE_VERBS
 #include "transport/verbs/verbs_transport.hpp"
 #endif
 
@@ -27,7 +27,7 @@ const table_rows& table() {
         {"shm", [](const options& o) { return shm::make_shm_transport(o); }},
         {"auto", [](const options& o) { return automatic::make_auto_transport(o); }},
     };
-#if KVFERRY_HAVE_VERBS  // where libibverbs was found (transport/verbs/CMakeLists.txt)
+#ifdef KVFERRY_HAVE_VERBS  // where libibverbs was found (transport/verbs/CMakeLists.txt)
     r.emplace_back("verbs", [](const options& o) { return verbs::make_verbs_transport(o); });
 #endif
     return r;

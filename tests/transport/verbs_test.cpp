@@ -15,7 +15,7 @@
 #include "tests/support/trusting.hpp"
 #include "transport/registry.hpp"
 
-#if !KVFERRY_HAVE_VERBS
+#ifndef KVFERRY_HAVE_VERBS
 
 TEST_CASE("verbs: not built", "[transport][verbs]") {
   std::cout << "SKIPPED: built without libibverbs" << std::endl;
