@@ -98,8 +98,8 @@ TEST_CASE("every #include respects the layering", "[layering]") {
       crossings.push_back(where(i) + " (transport/ knows no CAF, messages/ or actors/)");
     if (!starts(i.target, "transport/"))
       continue;
-    auto from =
-        fs::path{i.file}.parent_path().string();  // transport, transport/base, transport/tcp
+    // Folders as "transport", "transport/base", "transport/tcp", ...
+    auto from = fs::path{i.file}.parent_path().string();
     auto to = fs::path{i.target}.parent_path().string();
     bool header = fs::path{i.file}.extension() == ".hpp";
     // The two registries are the places that name backends and device copiers.
