@@ -1,6 +1,6 @@
 #include "transport/device_registry.hpp"
 
-#include "transport/host_device_copier.hpp"
+#include "transport/base/host_device_copier.hpp"
 #ifdef KVFERRY_HAVE_CUDA
 #include "transport/cuda/cuda_device_copier.hpp"
 #endif
@@ -15,7 +15,8 @@ std::vector<std::string> device_copier_names() {
 #endif
 }
 
-result<std::shared_ptr<device_copier>> make_device_copier(std::string_view name, int device) {
+result<std::shared_ptr<device_copier>> make_device_copier(std::string_view name,
+                                                          [[maybe_unused]] int device) {
   if (name == "host")
     return std::shared_ptr<device_copier>{std::make_shared<host_device_copier>()};
 #ifdef KVFERRY_HAVE_CUDA

@@ -7,7 +7,9 @@
 #include "transport/inproc/inproc_transport.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/tcp/tcp_transport.hpp"
+#ifdef KVFERRY_HAVE_VERBS
 #include "transport/verbs/verbs_transport.hpp"
+#endif
 
 namespace kvferry::transport {
 
@@ -15,14 +17,21 @@ namespace {
 
 using factory = std::function<result<std::unique_ptr<transport>>(const options&)>;
 
-const std::vector<std::pair<std::string, factory>>& table() {
-  static const std::vector<std::pair<std::string, factory>> rows{
-      {"inproc", [](const options& o) { return inproc::make_inproc_transport(o); }},
-      {"tcp", [](const options& o) { return tcp::make_tcp_transport(o); }},
-      {"shm", [](const options& o) { return shm::make_shm_transport(o); }},
-      {"auto", [](const options& o) { return automatic::make_auto_transport(o); }},
-      {"verbs", [](const options& o) { return verbs::make_verbs_transport(o); }},
-  };
+using table_rows = std::vector<std::pair<std::string, factory>>;
+
+const table_rows& table() {
+  static const table_rows rows = [] {
+    table_rows r{
+        {"inproc", [](const options& o) { return inproc::make_inproc_transport(o); }},
+        {"tcp", [](const options& o) { return tcp::make_tcp_transport(o); }},
+        {"shm", [](const options& o) { return shm::make_shm_transport(o); }},
+        {"auto", [](const options& o) { return automatic::make_auto_transport(o); }},
+    };
+#ifdef KVFERRY_HAVE_VERBS  // where libibverbs was found (transport/verbs/CMakeLists.txt)
+    r.emplace_back("verbs", [](const options& o) { return verbs::make_verbs_transport(o); });
+#endif
+    return r;
+  }();
   return rows;
 }
 

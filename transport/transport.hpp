@@ -3,7 +3,8 @@
 // come back through a handler, one per posted batch.
 //
 // Callers branch on capabilities(), never on a backend's name. Backends live
-// in one folder each (inproc/, tcp/) and are created through registry.hpp.
+// in one folder each (inproc/, tcp/, shm/, verbs/, auto/), build on base/, and
+// are created through registry.hpp from options.hpp.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,8 @@
 #include <string_view>
 
 #include "transport/device_memory.hpp"
-#include "transport/fence.hpp"
+#include "transport/grant.hpp"
+#include "transport/options.hpp"
 #include "transport/region.hpp"
 #include "transport/status.hpp"
 #include "transport/write_op.hpp"
@@ -35,30 +37,6 @@ struct caps {
 /// Called once per posted batch, from a thread of the transport (or, for
 /// backends that complete synchronously, from the thread that posted).
 using completion_handler = std::function<void(completion)>;
-
-/// Options every backend understands; each uses what applies to it.
-struct options {
-  std::string listen_host = "127.0.0.1";  ///< tcp: address the receiver binds
-  uint16_t listen_port = 0;               ///< tcp: port, 0 for any free one
-  std::string name;                       ///< inproc: endpoint name, empty for a unique one
-  uint32_t tcp_streams = 4;               ///< tcp: connections per peer a large batch is split over
-  /// tcp: SO_SNDBUF/SO_RCVBUF of each data connection, 0 for the kernel's autotuning.
-  int tcp_socket_buffer = 4 << 20;
-  /// tcp: a data connection whose bytes stay unacknowledged this long (a path
-  /// that silently stopped carrying packets) fails, with the batches on it;
-  /// 0 for the kernel's default (many minutes).
-  int tcp_user_timeout_ms = 10000;
-  std::string rdma_device;  ///< verbs: device name, empty for the first one found
-  uint8_t rdma_port = 1;    ///< verbs: port of that device
-  int rdma_gid_index = 0;   ///< verbs: GID index (RoCE needs a valid one), -1: LID only
-  /// tcp, shm, inproc: how device regions are read and written (pinned
-  /// bounce pieces, CUDA IPC); without one, registering device memory fails.
-  std::shared_ptr<device_copier> device;
-  /// Tests of transport mechanics only: receivers admit any peer without a
-  /// credential, and fence 0 (or one opened without a grant) admits any op.
-  /// Never set by the runtime (transport/fence.hpp, transport/peer_auth.hpp).
-  bool trust_every_peer = false;
-};
 
 /// One backend instance, owned by one rank. Thread-safe.
 class transport {
@@ -114,7 +92,7 @@ class transport {
   virtual std::string credential_for(const std::string& sender) const = 0;
 
   /// Opens fence `token`: batches posted with it by the grant's senders, into
-  /// the grant's items, are accepted from now on (transport/fence.hpp).
+  /// the grant's items, are accepted from now on (transport/grant.hpp).
   virtual void open_fence(uint64_t token, grant g) = 0;
 
   /// Opens fence `token` with no grant (admits anything only where the

@@ -1,4 +1,4 @@
-// What a room's fence admits at its decode rank (transport/fence.hpp): the
+// What a room's fence admits at its decode rank (transport/grant.hpp): the
 // room's sources may write its pages of every KV buffer, its aux row of
 // every aux buffer, its slots of every state component and, when a source
 // is staged, the staging ring; nothing else of the rank's memory.
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "messages/layout.hpp"
-#include "transport/fence.hpp"
+#include "transport/grant.hpp"
 
 namespace kvferry {
 

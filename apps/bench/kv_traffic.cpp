@@ -12,7 +12,7 @@
 
 #include "actors/facade/runtime.hpp"
 #include "actors/plan/planner.hpp"
-#include "transport/posix_socket.hpp"
+#include "transport/base/posix_socket.hpp"
 
 namespace kvferry::bench {
 

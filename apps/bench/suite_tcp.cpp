@@ -31,7 +31,7 @@
 #include "apps/common/child_process.hpp"
 #include "apps/common/host_pool.hpp"
 #include "apps/common/scheduler_driver.hpp"
-#include "transport/posix_socket.hpp"
+#include "transport/base/posix_socket.hpp"
 #include "transport/registry.hpp"
 
 namespace kvferry::bench {

@@ -20,9 +20,10 @@
 #include "apps/bench/bench_report.hpp"
 #include "apps/bench/kv_traffic.hpp"
 #include "apps/common/child_process.hpp"
-#include "transport/posix_socket.hpp"
+#include "transport/base/posix_socket.hpp"
 #include "transport/registry.hpp"
 #include "transport/shared_memory.hpp"
+#include "transport/tcp/tcp_options.hpp"
 
 namespace kvferry::bench {
 
@@ -46,7 +47,7 @@ struct settings {
   uint64_t kv_bytes;
   uint64_t size_bytes;  ///< bytes per rep of each per-size figure
   uint64_t flat;        ///< the flat region the per-size writes cycle through
-  /// Both ends' backend options (tcp streams, socket buffers). The backends
+  /// Both ends' backend options (tcp_options: streams, socket buffers). The backends
   /// are measured on their own: the receiver trusts the bench's sender
   /// (options::trust_every_peer); suite tcp measures admission's cost.
   transport::options net;
@@ -62,9 +63,10 @@ settings settings_of(const args& a) {
   s.size_bytes = a.get("size-bytes", (quick ? 64ull : 256ull) << 20);
   s.flat = 256ull << 20;
   s.net.trust_every_peer = true;
-  s.net.tcp_streams = static_cast<uint32_t>(a.get("tcp-streams", s.net.tcp_streams));
-  s.net.tcp_socket_buffer =
-      static_cast<int>(a.get("tcp-buffer", static_cast<uint64_t>(s.net.tcp_socket_buffer)));
+  auto& tcp = s.net.backend<transport::tcp::tcp_options>();
+  tcp.streams = static_cast<uint32_t>(a.get("tcp-streams", tcp.streams));
+  tcp.socket_buffer =
+      static_cast<int>(a.get("tcp-buffer", static_cast<uint64_t>(tcp.socket_buffer)));
   return s;
 }
 
@@ -154,8 +156,9 @@ struct session {
     sink = std::make_unique<apps::child_process>(std::vector<std::string>{
         self_exe(), "--peer=transport-sink", "--backend=" + backend,
         "--pages=" + std::to_string(s.pages), "--flat=" + std::to_string(s.flat),
-        "--tcp-streams=" + std::to_string(s.net.tcp_streams),
-        "--tcp-buffer=" + std::to_string(s.net.tcp_socket_buffer)});
+        "--tcp-streams=" + std::to_string(s.net.backend<transport::tcp::tcp_options>().streams),
+        "--tcp-buffer=" +
+            std::to_string(s.net.backend<transport::tcp::tcp_options>().socket_buffer)});
     auto line = sink->wait_for_line([](auto& l) { return l.rfind("ready ", 0) == 0; }, 60s);
     std::smatch m;
     if (!line || !std::regex_search(*line, m, std::regex{R"(ready (\S+) raw=(\d+))"}))
@@ -174,7 +177,7 @@ struct session {
         throw std::runtime_error("raw baseline: " + fd.error().to_string());
       raw = std::move(fd).value();
       // Then one connection per tcp stream, served by the sink in that order.
-      for (uint32_t i = 0; i < s.net.tcp_streams; ++i) {
+      for (uint32_t i = 0; i < s.net.backend<transport::tcp::tcp_options>().streams; ++i) {
         auto more = transport::connect_to({"127.0.0.1", static_cast<uint16_t>(port)}, 5000);
         if (!more.ok())
           throw std::runtime_error("raw baseline: " + more.error().to_string());
@@ -345,8 +348,8 @@ void kv_figure(const std::string& backend, const settings& s, const args& a,
     f.extra["raw_1_stream_gbps"] = median(base);
     f.extra["raw_streams_gbps"] = median(multi);
     f.extra["raw_streams"] = streams;
-    f.extra["tcp_streams"] = s.net.tcp_streams;
-    f.extra["tcp_socket_buffer"] = s.net.tcp_socket_buffer;
+    f.extra["tcp_streams"] = s.net.backend<transport::tcp::tcp_options>().streams;
+    f.extra["tcp_socket_buffer"] = s.net.backend<transport::tcp::tcp_options>().socket_buffer;
     f.extra["ratio_vs_1_stream"] = median(kv) / median(base);
     f.extra["ratio_vs_streams"] = median(kv) / median(multi);
   }
@@ -472,9 +475,10 @@ int run_transport_sink_peer(const args& a) {
     throw std::runtime_error(flat.error().to_string());
   transport::options opts;
   opts.trust_every_peer = true;  // the bench's own sender (see bench_setup::net)
-  opts.tcp_streams = static_cast<uint32_t>(a.get("tcp-streams", opts.tcp_streams));
-  opts.tcp_socket_buffer =
-      static_cast<int>(a.get("tcp-buffer", static_cast<uint64_t>(opts.tcp_socket_buffer)));
+  auto& tcp = opts.backend<transport::tcp::tcp_options>();
+  tcp.streams = static_cast<uint32_t>(a.get("tcp-streams", tcp.streams));
+  tcp.socket_buffer =
+      static_cast<int>(a.get("tcp-buffer", static_cast<uint64_t>(tcp.socket_buffer)));
   auto made = transport::make_transport(backend, opts);
   if (!made.ok())
     throw std::runtime_error(made.error().to_string());
@@ -494,7 +498,7 @@ int run_transport_sink_peer(const args& a) {
     raw_port = port;
     // The first connection is the single raw stream; the next ones (each
     // sends its index first) are the multi-stream baseline's.
-    raw = std::thread{[&pool, &raw_streams, streams = opts.tcp_streams, fd = listener->get()] {
+    raw = std::thread{[&pool, &raw_streams, streams = tcp.streams, fd = listener->get()] {
       int c = ::accept(fd, nullptr, nullptr);
       if (c < 0)
         return;

@@ -6,7 +6,7 @@
 #include "tests/support/caf_catch.hpp"
 
 #include "tests/support/instance_fixture.hpp"
-#include "transport/host_device_copier.hpp"
+#include "transport/base/host_device_copier.hpp"
 
 using namespace kvferry;
 using namespace kvferry::test;

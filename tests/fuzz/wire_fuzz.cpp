@@ -1,7 +1,7 @@
 // Fuzz harness: what a stranger's bytes do to a receiving rank's data plane,
 // the hello, the challenge answer and the batch frames of tcp and shm
 // (transport/tcp/tcp_receiver.cpp, transport/shm/shm_receiver.cpp,
-// transport/peer_auth.cpp, transport/fence.cpp), run as they run: a real
+// transport/base/peer_auth.cpp, transport/base/fence_table.cpp), run as they run: a real
 // receiver listens, the harness connects, writes the input, closes its
 // side, and reads until the receiver closes (at most 3 s).
 //
@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "tests/fuzz/fuzz_main.hpp"
-#include "transport/fence.hpp"
-#include "transport/posix_socket.hpp"
+#include "transport/base/posix_socket.hpp"
+#include "transport/grant.hpp"
 #include "transport/registry.hpp"
 #include "transport/shared_memory.hpp"
 #include "transport/shm/shm_socket.hpp"

@@ -64,7 +64,7 @@
 #include "tests/support/free_port.hpp"
 #include "tests/support/process_probe.hpp"
 #include "tests/support/workload_report.hpp"
-#include "transport/peer_auth.hpp"
+#include "transport/base/peer_auth.hpp"
 #include "transport/tcp/tcp_wire.hpp"
 
 using namespace kvferry::apps;

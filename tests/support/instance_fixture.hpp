@@ -50,7 +50,7 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
   /// Fault plans per prefill rank index (tp + pp * tp_size), when set.
   std::map<size_t, std::shared_ptr<faulty_transport::plan>> faults;
   /// Set: every rank's KV buffers are registered as device memory and moved
-  /// by this copier (transport/host_device_copier.hpp runs it on host memory).
+  /// by this copier (transport/base/host_device_copier.hpp runs it on host memory).
   std::shared_ptr<transport::device_copier> device;
   /// Fault plans per decode rank index, when set.
   std::map<size_t, std::shared_ptr<faulty_transport::plan>> decode_faults;

@@ -9,7 +9,7 @@
 
 #include "tests/support/completion_log.hpp"
 #include "tests/support/trusting.hpp"
-#include "transport/host_device_copier.hpp"
+#include "transport/base/host_device_copier.hpp"
 #include "transport/registry.hpp"
 #include "transport/shared_memory.hpp"
 

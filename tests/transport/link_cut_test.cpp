@@ -2,7 +2,7 @@
 // pulled, a switch dropping everything): the tcp receiver runs in a network
 // namespace behind a veth pair, and a `tc` qdisc that drops everything
 // (blackhole) on our end drops every packet after the first batch landed. The next batch must fail
-// within the data connections' user timeout (options::tcp_user_timeout_ms), naming the peer,
+// within the data connections' user timeout (tcp_options::user_timeout_ms), naming the peer,
 // instead of waiting out the kernel's many minutes of retransmissions; with the path back, the
 // batch after it reconnects and lands. Needs root, `ip netns` and `tc`: prints "SKIPPED: <why>"
 // elsewhere.
@@ -22,6 +22,7 @@
 #include "tests/support/trusting.hpp"
 #include "transport/registry.hpp"
 #include "transport/shared_memory.hpp"
+#include "transport/tcp/tcp_options.hpp"
 
 using namespace kvferry;
 using namespace kvferry::transport;
@@ -117,8 +118,8 @@ TEST_CASE(
   auto remote = static_cast<region_id>(std::stoul(m[2]));
 
   options o;
-  o.tcp_streams = 1;
-  o.tcp_user_timeout_ms = 1500;
+  o.backend<tcp::tcp_options>().streams = 1;
+  o.backend<tcp::tcp_options>().user_timeout_ms = 1500;
   auto sender = std::move(make_transport("tcp", kvferry::test::trusting(o))).value();
   auto mem = std::move(shared_memory::allocate(bytes)).value();
   auto local = *sender->register_region(mem.data(), mem.size());

@@ -19,9 +19,10 @@
 
 #include "tests/support/completion_log.hpp"
 #include "tests/support/trusting.hpp"
-#include "transport/peer_auth.hpp"
-#include "transport/posix_socket.hpp"
+#include "transport/base/peer_auth.hpp"
+#include "transport/base/posix_socket.hpp"
 #include "transport/registry.hpp"
+#include "transport/tcp/tcp_options.hpp"
 #include "transport/tcp/tcp_stripes.hpp"
 #include "transport/tcp/tcp_wire.hpp"
 
@@ -253,7 +254,7 @@ struct striped_pair {
 
   explicit striped_pair(uint32_t streams) {
     options o;
-    o.tcp_streams = streams;
+    o.backend<tcp::tcp_options>().streams = streams;
     a = std::move(make_transport("tcp", kvferry::test::trusting(o))).value();
     b = std::move(make_transport("tcp", kvferry::test::trusting(o))).value();
     a->set_completion_handler(log.handler());

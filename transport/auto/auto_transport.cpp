@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "transport/completion_relay.hpp"
+#include "transport/base/completion_relay.hpp"
 #include "transport/registry.hpp"
 
 namespace kvferry::transport::automatic {

@@ -1,6 +1,8 @@
 #include "transport/inproc/inproc_transport.hpp"
 
-#include "transport/fence.hpp"
+#include "transport/base/fence_table.hpp"
+#include "transport/base/region_table.hpp"
+#include "transport/inproc/inproc_options.hpp"
 
 #include <atomic>
 #include <cstring>
@@ -189,7 +191,8 @@ class inproc_transport final : public transport {
 
 result<std::unique_ptr<transport>> make_inproc_transport(const options& opts) {
   auto node = std::make_shared<inproc_node>(opts.trust_every_peer);
-  node->name = opts.name.empty() ? fabric::instance().unique_name() : opts.name;
+  auto& own = opts.backend<inproc_options>();
+  node->name = own.name.empty() ? fabric::instance().unique_name() : own.name;
   node->device = opts.device;
   if (!fabric::instance().add(node))
     return status::invalid_argument("inproc endpoint name '" + node->name +

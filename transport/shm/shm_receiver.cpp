@@ -11,9 +11,9 @@
 #include <deque>
 #include <vector>
 
+#include "transport/base/wire_hello.hpp"
 #include "transport/shared_memory.hpp"
 #include "transport/shm/shm_wire.hpp"
-#include "transport/wire_hello.hpp"
 
 namespace kvferry::transport::shm {
 
@@ -28,6 +28,7 @@ struct admitted_batch {
 
 status send_verdict(int fd, uint64_t seq, const status& st) {
   verdict v;
+  v.magic = verdict_magic;
   v.seq = seq;
   v.code = static_cast<uint8_t>(st.error_code());
   auto msg = st.message().substr(0, max_verdict_message);

@@ -11,10 +11,10 @@
 #include <string>
 #include <thread>
 
-#include "transport/connection_threads.hpp"
-#include "transport/fence.hpp"
-#include "transport/peer_auth.hpp"
-#include "transport/region.hpp"
+#include "transport/base/connection_threads.hpp"
+#include "transport/base/fence_table.hpp"
+#include "transport/base/peer_auth.hpp"
+#include "transport/base/region_table.hpp"
 #include "transport/shm/shm_device_handles.hpp"
 #include "transport/shm/shm_pins.hpp"
 #include "transport/shm/shm_socket.hpp"

@@ -13,9 +13,9 @@
 #include <cstring>
 #include <vector>
 
+#include "transport/base/wire_hello.hpp"
 #include "transport/shared_memory.hpp"
 #include "transport/shm/shm_wire.hpp"
-#include "transport/wire_hello.hpp"
 
 namespace kvferry::transport::shm {
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <thread>
 
-#include "transport/region.hpp"
+#include "transport/base/region_table.hpp"
+#include "transport/base/wire_hello.hpp"
 #include "transport/shm/shm_socket.hpp"
 #include "transport/shm/shm_wire.hpp"
-#include "transport/wire_hello.hpp"
 #include "transport/write_op.hpp"
 
 namespace kvferry::transport::shm {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/posix_socket.hpp"
+#include "transport/base/posix_socket.hpp"
 #include "transport/status.hpp"
 
 namespace kvferry::transport::shm {

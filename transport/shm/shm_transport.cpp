@@ -5,8 +5,8 @@
 #include <atomic>
 #include <cstdio>
 
-#include "transport/fence.hpp"
-#include "transport/peer_senders.hpp"
+#include "transport/base/fence_table.hpp"
+#include "transport/base/peer_senders.hpp"
 #include "transport/shared_memory.hpp"
 #include "transport/shm/shm_device_handles.hpp"
 #include "transport/shm/shm_pins.hpp"

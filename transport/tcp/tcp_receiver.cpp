@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <vector>
 
-#include "transport/socket_runs.hpp"
+#include "transport/base/socket_runs.hpp"
+#include "transport/base/wire_hello.hpp"
 #include "transport/tcp/tcp_wire.hpp"
-#include "transport/wire_hello.hpp"
 
 namespace kvferry::transport::tcp {
 

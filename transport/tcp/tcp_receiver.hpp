@@ -13,11 +13,11 @@
 #include <string>
 #include <thread>
 
-#include "transport/connection_threads.hpp"
-#include "transport/fence.hpp"
-#include "transport/peer_auth.hpp"
-#include "transport/posix_socket.hpp"
-#include "transport/region.hpp"
+#include "transport/base/connection_threads.hpp"
+#include "transport/base/fence_table.hpp"
+#include "transport/base/peer_auth.hpp"
+#include "transport/base/posix_socket.hpp"
+#include "transport/base/region_table.hpp"
 
 namespace kvferry::transport::tcp {
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <optional>
 
-#include "transport/socket_runs.hpp"
+#include "transport/base/socket_runs.hpp"
+#include "transport/base/wire_hello.hpp"
 #include "transport/tcp/tcp_stripes.hpp"
 #include "transport/tcp/tcp_wire.hpp"
-#include "transport/wire_hello.hpp"
 
 namespace kvferry::transport::tcp {
 

@@ -1,5 +1,5 @@
 // The sending half of the tcp backend: to one peer, `streams` connections
-// (options::tcp_streams), each a tcp_stream with a queue of stripes written in
+// (tcp_options::streams), each a tcp_stream with a queue of stripes written in
 // order by its writer thread and a reader thread for the peer's acks. A batch
 // is split over the streams by remote address (tcp_stripes.hpp): a small one
 // usually stays on one stream, a large one is spread over all of them.
@@ -32,9 +32,9 @@
 #include <utility>
 #include <vector>
 
-#include "transport/posix_socket.hpp"
-#include "transport/region.hpp"
-#include "transport/wire_hello.hpp"
+#include "transport/base/posix_socket.hpp"
+#include "transport/base/region_table.hpp"
+#include "transport/base/wire_hello.hpp"
 #include "transport/write_op.hpp"
 
 namespace kvferry::transport::tcp {

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 
-#include "transport/fence.hpp"
-#include "transport/peer_senders.hpp"
+#include "transport/base/fence_table.hpp"
+#include "transport/base/peer_senders.hpp"
+#include "transport/tcp/tcp_options.hpp"
 #include "transport/tcp/tcp_receiver.hpp"
 #include "transport/tcp/tcp_sender.hpp"
 
@@ -18,8 +19,9 @@ class tcp_transport final : public transport {
  public:
   tcp_transport(const options& opts, std::unique_ptr<region_table> regions)
       : host_(opts.listen_host),
-        streams_(std::clamp<uint32_t>(opts.tcp_streams, 1, max_streams)),
-        tuning_{opts.tcp_socket_buffer, opts.tcp_user_timeout_ms},
+        streams_(std::clamp<uint32_t>(opts.backend<tcp_options>().streams, 1, max_streams)),
+        tuning_{opts.backend<tcp_options>().socket_buffer,
+                opts.backend<tcp_options>().user_timeout_ms},
         device_(opts.device),
         regions_(std::move(regions)),
         fences_(opts.trust_every_peer),

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "transport/base/op_header.hpp"
+
 namespace kvferry::transport::tcp {
 
 constexpr uint32_t hello_magic = 0x5446564B;  // "KVFT"
@@ -38,12 +40,8 @@ struct batch_header {
   uint64_t fence = 0;          ///< must be open at the receiver (0: none)
 };
 
-struct op_header {
-  uint32_t region = 0;
-  uint32_t reserved = 0;
-  uint64_t offset = 0;
-  uint64_t length = 0;
-};
+/// One op of a batch (transport/base/op_header.hpp, shared with shm and verbs).
+using op_header = kvferry::transport::op_header;
 
 struct ack_header {
   uint32_t magic = ack_magic;
@@ -56,7 +54,6 @@ struct ack_header {
 
 static_assert(sizeof(hello) == 16);
 static_assert(sizeof(batch_header) == 32);
-static_assert(sizeof(op_header) == 24);
 static_assert(sizeof(ack_header) == 24);
 
 }  // namespace kvferry::transport::tcp

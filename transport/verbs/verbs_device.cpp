@@ -96,7 +96,7 @@ result<std::shared_ptr<device>> open_device(const std::string& name, uint8_t por
     return fail("ibv_query_gid index " + std::to_string(gid_index));
   if (gid_index < 0 && dev->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET)
     return status::invalid_argument("verbs: device " + dev->name +
-                                    " is RoCE (Ethernet link layer): set rdma_gid_index");
+                                    " is RoCE (Ethernet link layer): set verbs_options::gid_index");
   dev->pd = ::ibv_alloc_pd(dev->context);
   if (dev->pd == nullptr)
     return fail("ibv_alloc_pd");

@@ -9,9 +9,9 @@
 #include <set>
 #include <vector>
 
+#include "transport/base/wire_hello.hpp"
 #include "transport/verbs/verbs_qp.hpp"
 #include "transport/verbs/verbs_wire.hpp"
-#include "transport/wire_hello.hpp"
 
 namespace kvferry::transport::verbs {
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <thread>
 
-#include "transport/connection_threads.hpp"
-#include "transport/fence.hpp"
-#include "transport/peer_auth.hpp"
-#include "transport/posix_socket.hpp"
+#include "transport/base/connection_threads.hpp"
+#include "transport/base/fence_table.hpp"
+#include "transport/base/peer_auth.hpp"
+#include "transport/base/posix_socket.hpp"
 #include "transport/verbs/verbs_device.hpp"
 #include "transport/verbs/verbs_regions.hpp"
 

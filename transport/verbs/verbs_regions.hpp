@@ -14,7 +14,7 @@
 #include <mutex>
 #include <vector>
 
-#include "transport/region.hpp"
+#include "transport/base/region_table.hpp"
 #include "transport/verbs/verbs_device.hpp"
 
 namespace kvferry::transport::verbs {

@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transport/base/wire_hello.hpp"
 #include "transport/verbs/verbs_wire.hpp"
-#include "transport/wire_hello.hpp"
 
 namespace kvferry::transport::verbs {
 

@@ -20,12 +20,12 @@
 #include <thread>
 #include <vector>
 
-#include "transport/posix_socket.hpp"
+#include "transport/base/posix_socket.hpp"
+#include "transport/base/wire_hello.hpp"
 #include "transport/verbs/verbs_device.hpp"
 #include "transport/verbs/verbs_qp.hpp"
 #include "transport/verbs/verbs_regions.hpp"
 #include "transport/verbs/verbs_wire.hpp"
-#include "transport/wire_hello.hpp"
 #include "transport/write_op.hpp"
 
 namespace kvferry::transport::verbs {

@@ -1,8 +1,9 @@
 #include "transport/verbs/verbs_transport.hpp"
 
-#include "transport/fence.hpp"
-#include "transport/peer_senders.hpp"
+#include "transport/base/fence_table.hpp"
+#include "transport/base/peer_senders.hpp"
 #include "transport/verbs/verbs_device.hpp"
+#include "transport/verbs/verbs_options.hpp"
 #include "transport/verbs/verbs_receiver.hpp"
 #include "transport/verbs/verbs_regions.hpp"
 #include "transport/verbs/verbs_sender.hpp"
@@ -117,7 +118,8 @@ class verbs_transport final : public transport {
 }  // namespace
 
 result<std::unique_ptr<transport>> make_verbs_transport(const options& opts) {
-  auto dev = open_device(opts.rdma_device, opts.rdma_port, opts.rdma_gid_index);
+  auto& own = opts.backend<verbs_options>();
+  auto dev = open_device(own.device, own.port, own.gid_index);
   if (!dev.ok())
     return dev.error();
   auto t = std::make_unique<verbs_transport>(std::move(dev).value(), opts.listen_host,

@@ -10,7 +10,8 @@
 
 namespace kvferry::transport::verbs {
 
-/// Opens opts.rdma_device (the first one when empty) and listens for side
+/// Opens the device of opts.backend<verbs_options>() (verbs_options.hpp; the
+/// first one when empty) and listens for side
 /// channels on opts.listen_host:opts.listen_port. Fails with "verbs: no RDMA
 /// device (...)" where the machine has none.
 result<std::unique_ptr<transport>> make_verbs_transport(const options& opts);

@@ -1,5 +1,6 @@
 // The verbs backend's side channel: a TCP connection per (sender, receiver)
-// that bootstraps the RC queue pair and admits batches. The bytes of a write
+// that bootstraps the RC queue pair and admits batches, the protocol verbs
+// shares with shm (transport/base/admission_wire.hpp). The bytes of a write
 // never cross it; they go by RDMA WRITE. The receiver cannot see one-sided
 // writes, so it checks each batch (fence, regions, bounds) before the sender
 // may write, and holds the batch's fence and regions busy until the sender
@@ -19,19 +20,24 @@
 
 #include <cstdint>
 
+#include "transport/base/admission_wire.hpp"
+#include "transport/base/op_header.hpp"
 #include "transport/verbs/verbs_qp.hpp"
 
 namespace kvferry::transport::verbs {
 
-constexpr uint32_t hello_magic = 0x4849564B;     // "KVIH"
-constexpr uint32_t begin_magic = 0x4249564B;     // "KVIB"
-constexpr uint32_t end_magic = 0x4549564B;       // "KVIE"
-constexpr uint32_t verdict_magic = 0x5649564B;   // "KVIV"
-constexpr uint32_t released_magic = 0x5249564B;  // "KVIR"
+constexpr admission::magics admission_magics = admission::magics::of('I');
+constexpr uint32_t hello_magic = 0x4849564B;                    // "KVIH"
+constexpr uint32_t begin_magic = admission_magics.begin;        // "KVIB"
+constexpr uint32_t end_magic = admission_magics.end;            // "KVIE"
+constexpr uint32_t verdict_magic = admission_magics.verdict;    // "KVIV"
+constexpr uint32_t released_magic = admission_magics.released;  // "KVIR"
 constexpr uint32_t wire_version = 1;
+static_assert(begin_magic == 0x4249564B && end_magic == 0x4549564B && verdict_magic == 0x5649564B &&
+              released_magic == 0x5249564B);
 
-constexpr uint32_t max_ops_per_batch = 1u << 22;
-constexpr uint32_t max_verdict_message = 1024;
+using admission::max_ops_per_batch;
+using admission::max_verdict_message;
 constexpr uint32_t max_regions_per_verdict = 1u << 16;
 constexpr uint32_t max_name = 256;
 
@@ -43,21 +49,10 @@ struct hello {
   qp_info qp;
 };
 
-/// begin (n_ops op_headers follow) or end (nothing follows) of batch `seq`.
-struct frame {
-  uint32_t magic = begin_magic;
-  uint32_t n_ops = 0;
-  uint64_t seq = 0;
-  uint64_t fence = 0;  ///< begin: must be open at the receiver (0: none)
-  uint64_t reserved = 0;
-};
-
-struct op_header {
-  uint32_t region = 0;
-  uint32_t reserved = 0;
-  uint64_t offset = 0;
-  uint64_t length = 0;
-};
+/// The admission messages and their op_header (transport/base/); a verdict
+/// counts the region_info records that follow its message in n_regions.
+using admission::frame;
+using admission::verdict;
 
 /// A receiver region the sender may write: `length` bytes at `addr`, `rkey`.
 struct region_info {
@@ -67,21 +62,7 @@ struct region_info {
   uint64_t length = 0;
 };
 
-/// The answer to begin `seq` (ok: write, then send end; an error: released,
-/// send no end), or with released_magic the answer to end `seq`.
-struct verdict {
-  uint32_t magic = verdict_magic;
-  uint8_t code = 0;  ///< transport::code
-  uint8_t reserved[3] = {0, 0, 0};
-  uint64_t seq = 0;
-  uint32_t message_len = 0;
-  uint32_t n_regions = 0;
-};
-
 static_assert(sizeof(hello) == 48);
-static_assert(sizeof(frame) == 32);
-static_assert(sizeof(op_header) == 24);
 static_assert(sizeof(region_info) == 24);
-static_assert(sizeof(verdict) == 24);
 
 }  // namespace kvferry::transport::verbs

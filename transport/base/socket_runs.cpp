@@ -1,9 +1,9 @@
-#include "transport/socket_runs.hpp"
+#include "transport/base/socket_runs.hpp"
 
 #include <algorithm>
 #include <string>
 
-#include "transport/posix_socket.hpp"
+#include "transport/base/posix_socket.hpp"
 
 namespace kvferry::transport {
 

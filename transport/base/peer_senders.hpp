@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "transport/completion_relay.hpp"
+#include "transport/base/completion_relay.hpp"
 #include "transport/status.hpp"
 #include "transport/transport.hpp"
 #include "transport/write_op.hpp"

@@ -3,7 +3,7 @@
 // whatever else the backend puts in it), then the sender's endpoint, which
 // the receiver uses to find its connections for disconnect() and its
 // grants; then the challenge and response that prove the sender was given
-// the credential for that endpoint (transport/peer_auth.hpp).
+// the credential for that endpoint (transport/base/peer_auth.hpp).
 #pragma once
 
 #include <sys/uio.h>
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "transport/peer_auth.hpp"
-#include "transport/posix_socket.hpp"
+#include "transport/base/peer_auth.hpp"
+#include "transport/base/posix_socket.hpp"
 #include "transport/status.hpp"
 
 namespace kvferry::transport {

@@ -1,4 +1,4 @@
-#include "transport/fence.hpp"
+#include "transport/base/fence_table.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "transport/region.hpp"
+#include "transport/base/region_table.hpp"
 
 #include <string>
 

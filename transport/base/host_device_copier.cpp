@@ -1,4 +1,4 @@
-#include "transport/host_device_copier.hpp"
+#include "transport/base/host_device_copier.hpp"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "transport/peer_auth.hpp"
+#include "transport/base/peer_auth.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "transport/posix_socket.hpp"
+#include "transport/base/posix_socket.hpp"
 
 namespace kvferry::transport {
 

@@ -19,8 +19,8 @@
 #include <thread>
 #include <utility>
 
-#include "transport/posix_socket.hpp"
-#include "transport/wire_hello.hpp"
+#include "transport/base/posix_socket.hpp"
+#include "transport/base/wire_hello.hpp"
 
 namespace kvferry::transport {
 

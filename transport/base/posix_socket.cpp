@@ -1,4 +1,4 @@
-#include "transport/posix_socket.hpp"
+#include "transport/base/posix_socket.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,11 +1,11 @@
-// Fences and grants: the receiving side's guard on its memory. The receiving
-// rank opens a fence (a room's token) with a grant: which senders may write
-// with it, and which items (pages, aux rows, state slots) of which of its
-// buffers. A batch lands only when its fence is open, its connection's sender
-// is one the grant names, and every op lies inside granted items; a batch
-// counts in progress while it writes, so closing the fence tells whether
-// anything with it can still land. Token 0 admits nothing. Used by every
-// backend; a refusal names the op and the fence, never a region's size.
+// The fences of one transport: the receiving side's guard on its memory,
+// checked by every backend before a batch writes (what a fence admits, the
+// grant, is part of the interface: transport/grant.hpp). A batch lands only
+// when its fence is open, its connection's sender is one the grant names, and
+// every op lies inside granted items; a batch counts in progress while it
+// writes, so closing the fence tells whether anything with it can still land.
+// Token 0 admits nothing. A refusal names the op and the fence, never a
+// region's size.
 #pragma once
 
 #include <cstdint>
@@ -15,33 +15,17 @@
 #include <string>
 #include <vector>
 
+#include "transport/grant.hpp"
 #include "transport/region.hpp"
 #include "transport/status.hpp"
 
 namespace kvferry::transport {
-
-/// Items [0, length / item_len) of `item_len` bytes from `offset` of region
-/// `region`, of which `items` (sorted, shared between the buffers of one
-/// grant) may be written; null: every item of the buffer (a staging ring).
-struct granted_buffer {
-  region_id region = 0;
-  uint64_t offset = 0;
-  uint64_t length = 0;
-  uint64_t item_len = 0;
-  std::shared_ptr<const std::vector<uint32_t>> items;
-};
 
 /// Where one op writes, for enter() where a backend's ops name it otherwise.
 struct op_span {
   region_id region = 0;
   uint64_t offset = 0;
   uint64_t length = 0;
-};
-
-/// What one fence admits.
-struct grant {
-  std::vector<std::string> senders;  ///< endpoints (as their hellos name them)
-  std::vector<granted_buffer> buffers;
 };
 
 class fence_table {

@@ -83,8 +83,8 @@ status read_all(int fd, std::vector<iovec>& iov);
 /// Sets TCP_NODELAY.
 void tune(int fd);
 
-/// How a backend's data connections are set up (options::tcp_socket_buffer,
-/// options::tcp_user_timeout_ms).
+/// How a backend's data connections are set up (tcp: tcp_options::socket_buffer
+/// and user_timeout_ms).
 struct socket_tuning {
   int buffer_bytes = 0;     ///< set_buffers(), 0: the kernel's autotuning
   int user_timeout_ms = 0;  ///< set_user_timeout(), 0: the kernel's default

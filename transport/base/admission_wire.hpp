@@ -1,0 +1,83 @@
+// Admission: the protocol shm and verbs share on their control connection.
+// Their bytes never cross that connection (shm copies into mapped memory,
+// verbs writes by RDMA), so the receiver cannot see a write land: it checks
+// each batch (fence, regions, bounds) before the sender may write, and holds
+// the batch's fence and regions busy until the sender says it is done (or
+// its connection dies).
+//
+//   sender → receiver:  per batch: frame{begin} + op_header × n_ops, and once
+//                       written frame{end}
+//   receiver → sender:  per begun batch, in order: verdict{code} + message
+//                       (+ what the backend adds: shm's grants before it,
+//                       verbs' region_info × n_regions after it); per end,
+//                       verdict{released}: the batch no longer holds its fence
+//
+// Each backend has its own magic numbers ("KV", its letter, the message's
+// letter) and its own hello; the rest is this file's. All fields are
+// little-endian; structs are sent as bytes, their layout checked below.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "transport/base/op_header.hpp"
+
+namespace kvferry::transport::admission {
+
+/// "KV", then `backend` and `message`, read as a little-endian word:
+/// magic('S', 'B') is "KVSB".
+constexpr uint32_t magic(char backend, char message) {
+  return uint32_t{'K'} | uint32_t{'V'} << 8 | uint32_t(uint8_t(backend)) << 16 |
+         uint32_t(uint8_t(message)) << 24;
+}
+
+/// The magic numbers of one backend's admission messages.
+struct magics {
+  uint32_t begin;     ///< frame: a batch's ops follow
+  uint32_t end;       ///< frame: the batch is written
+  uint32_t verdict;   ///< verdict: the answer to a begin
+  uint32_t released;  ///< verdict: the answer to an end
+
+  /// The magics of backend letter `backend` ('S' for shm, 'I' for verbs).
+  static constexpr magics of(char backend) {
+    return {magic(backend, 'B'), magic(backend, 'E'), magic(backend, 'V'), magic(backend, 'R')};
+  }
+};
+
+/// Bounds a receiver enforces before it reads further.
+constexpr uint32_t max_ops_per_batch = 1u << 22;
+constexpr uint32_t max_verdict_message = 1024;
+
+/// begin (n_ops op_headers follow) or end (nothing follows) of batch `seq`.
+/// `magic` has no default: the sender names its backend's begin or end.
+struct frame {
+  uint32_t magic = 0;
+  uint32_t n_ops = 0;
+  uint64_t seq = 0;    ///< the sender's batch counter on this connection
+  uint64_t fence = 0;  ///< begin: must be open at the receiver (0: none)
+  uint64_t reserved = 0;
+};
+
+/// The receiver's answer to begin `seq`: ok (write, then send end) or the
+/// error (the receiver released the batch; send no end), then message_len
+/// bytes of message. With the released magic: the answer to end `seq` (no
+/// message). `magic` has no default: the receiver names its backend's.
+struct verdict {
+  uint32_t magic = 0;
+  uint8_t code = 0;  ///< transport::code
+  uint8_t reserved[3] = {0, 0, 0};
+  uint64_t seq = 0;
+  uint32_t message_len = 0;  ///< bytes of message that follow, at most max_verdict_message
+  uint32_t n_regions = 0;    ///< verbs: region_info records after the message; shm: 0
+};
+
+static_assert(sizeof(frame) == 32);
+static_assert(offsetof(frame, magic) == 0 && offsetof(frame, n_ops) == 4 &&
+              offsetof(frame, seq) == 8 && offsetof(frame, fence) == 16 &&
+              offsetof(frame, reserved) == 24);
+static_assert(sizeof(verdict) == 24);
+static_assert(offsetof(verdict, magic) == 0 && offsetof(verdict, code) == 4 &&
+              offsetof(verdict, seq) == 8 && offsetof(verdict, message_len) == 16 &&
+              offsetof(verdict, n_regions) == 20);
+
+}  // namespace kvferry::transport::admission
