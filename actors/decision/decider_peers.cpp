@@ -1,0 +1,264 @@
+// The decider's peers: whom it hears from and whom it has lost. Heartbeat
+// rounds ping every member and every prefill participant of an undecided room;
+// leases say when a participant may have declared this decider lost; a member
+// or prefill rank that goes down fails its rooms; reach_peers connects this
+// process to the prefill ranks' processes.
+#include <chrono>
+#include <set>
+
+#include <caf/actor_cast.hpp>
+
+#include "actors/common/decider_lost.hpp"
+#include "actors/common/durations.hpp"
+#include "actors/decision/decider_steps.hpp"
+#include "actors/log.hpp"
+#include "actors/remote_lookup.hpp"
+
+namespace kvferry::decider_steps {
+
+namespace {
+
+/// How long the decider waits for a connection to a prefill rank's process:
+/// a loaded machine can take longer than a heartbeat silence to accept, and
+/// the asking decode rank waits 5 s for the answer.
+constexpr auto reach_timeout = std::chrono::seconds{4};
+
+/// Fails every undecided room `gone` takes part in (every room, for a decode
+/// member: each one is a participant of all of them).
+void fail_rooms_of(self_ptr self, const rank_ref& gone, const failure& why) {
+  auto& book = self->state.book;
+  for (auto& key : book.undecided())
+    if (auto* r = book.find(key); r && (gone.side == role::decode || r->prefill.count(gone)))
+      if (!lapsed(self, *r))
+        if (auto v = book.fail(*r, why))
+          broadcast(self, *r, *v);
+}
+
+/// A ping to `who` went unanswered; enough in a row and it is lost.
+void missed(self_ptr self, const rank_ref& peer) {
+  auto& st = self->state;
+  auto v = st.beats.missed(peer);
+  if (v == liveness<rank_ref>::verdict::alive)
+    return;
+  auto cause = to_string(peer) + " answered none of " + std::to_string(st.beats.misses()) +
+               " heartbeats in a row (" + format_duration(st.limits.silence()) + ")";
+  failure why{errc::heartbeat_lost, cause, peer};
+  if (v == liveness<rank_ref>::verdict::newly_lost) {
+    log().warn("{} {}: declared lost", who(self), cause);
+    if (peer.side == role::prefill)
+      if (auto h = st.prefill.find(peer); h != st.prefill.end())
+        st.lost_prefill.insert_or_assign(
+            peer, decider_state::lost_rank{h->second, why, self->clock().now()});
+  }
+  fail_rooms_of(self, peer, why);
+}
+
+}  // namespace
+
+/// True (and the room failed with that cause) if a participant of undecided
+/// room `r` may already have declared this decider lost: it has answered no
+/// ping sent within the lease. Members are pinged all the time (from their
+/// registration on), so a decider that was frozen or cut off knows it when it
+/// comes back, even for rooms whose joins waited for it meanwhile; a prefill
+/// participant starts watching only once asked, after the room opened here.
+/// Every verdict checks it first, so no rank concludes otherwise than the
+/// one that gave up.
+bool lapsed(self_ptr self, decision_book::room& r) {
+  auto& st = self->state;
+  if (r.decision.decided())
+    return false;
+  auto now = self->clock().now();
+  for (auto& p : r.decision.participants()) {
+    auto a = st.answered_at.find(p);
+    auto j = r.joined_at.find(p);
+    auto basis = r.opened;
+    if (p.side == role::decode && (a != st.answered_at.end() || j != r.joined_at.end())) {
+      // A member: its last answered ping, or its join for this room if that
+      // was heard while this decider kept time.
+      basis = caf::actor_clock::time_point{};
+      if (a != st.answered_at.end())
+        basis = a->second;
+      if (j != r.joined_at.end() && j->second > basis)
+        basis = j->second;
+    } else if (a != st.answered_at.end() && a->second > basis) {
+      basis = a->second;
+    }
+    if (now - basis < st.limits.decider_lease())
+      continue;
+    auto why = decider_lost(decider_ref(st.book.instance()));
+    log().warn(
+        "{} {}: {} has heard nothing from it for {}: failing with the cause it may have "
+        "concluded with",
+        who(self), to_string(r.key), to_string(p), format_duration(now - basis));
+    if (auto v = st.book.fail(r, why))
+      broadcast(self, r, *v);
+    return true;
+  }
+  return false;
+}
+
+/// Schedules the next heartbeat round unless one is.
+void arm_heartbeat(self_ptr self) {
+  auto& st = self->state;
+  if (st.beating)
+    return;
+  st.beating = true;
+  st.beat_due = self->clock().now() + st.limits.heartbeat;
+  self->delayed_send(self, st.limits.heartbeat, beat_atom_v);
+}
+
+/// Pings every member (always: see lapsed()), and every prefill participant
+/// of an undecided room.
+void heartbeat_round(self_ptr self) {
+  auto& st = self->state;
+  st.beating = false;
+  auto now = self->clock().now();
+  st.last_round = now;
+  if (now - st.beat_due > st.limits.heartbeat) {
+    log().warn("{} stalled for {}", who(self), format_duration(now - st.beat_due));
+    st.stall_end = now;
+  }
+  for (auto& key : st.book.undecided())
+    if (auto* r = st.book.find(key))
+      lapsed(self, *r);
+  auto open = st.book.undecided();
+  std::set<rank_ref> watched;
+  auto ping = [&](const rank_ref& r, const auto& handle) {
+    watched.insert(r);
+    if (!st.beats.ping(r))
+      return;  // the last ping is still out
+    auto sent = self->clock().now();
+    self->request(handle, st.limits.heartbeat, heartbeat_atom_v, ++st.pings)
+        .then(guarded_callback(self,
+                               [self, r, sent](heartbeat_atom, uint64_t) {
+                                 auto& st = self->state;
+                                 if (st.lost_prefill.erase(r) > 0)
+                                   log().info("{} {} answers again: rooms may name it again",
+                                              who(self), to_string(r));
+                                 if (!st.beats.watching(r))
+                                   return;  // no longer watched
+                                 st.beats.answered(r);
+                                 auto& at = st.answered_at[r];
+                                 at = std::max(at, sent);
+                               }),
+              guarded_callback(self, [self, r](caf::error&) { missed(self, r); }));
+  };
+  for (auto& [place, handle] : st.members)
+    ping(st.book.member(place.first, place.second), handle);
+  if (!open.empty()) {
+    for (auto& key : open)
+      if (auto* r = st.book.find(key))
+        for (auto& p : r->prefill)
+          if (auto h = st.prefill.find(p); h != st.prefill.end())
+            ping(p, h->second);
+  }
+  // The re-probe: a prefill rank declared lost is pinged until it answers
+  // (or forgotten after a Bootstrapping deadline).
+  std::erase_if(st.lost_prefill,
+                [&](auto& kv) { return now - kv.second.since > st.limits.bootstrapping; });
+  for (auto& [rank, lost] : st.lost_prefill)
+    ping(rank, lost.handle);
+  st.beats.retain(watched);
+  std::erase_if(st.answered_at, [&](auto& kv) { return !watched.count(kv.first); });
+  forget_unnamed_prefill(self);
+  if (!open.empty() || !st.members.empty() || !st.lost_prefill.empty())
+    arm_heartbeat(self);
+}
+
+/// A monitored actor went down: a member (its rooms fail, and it is
+/// forgotten), or a prefill participant (its rooms fail).
+void on_down(self_ptr self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  for (auto m = st.members.begin(); m != st.members.end(); ++m) {
+    if (m->second.address() != dm.source)
+      continue;
+    auto gone = st.book.member(m->first.first, m->first.second);
+    log().log(
+        dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn,
+        "{} {} went down: {}", who(self), to_string(gone), caf::to_string(dm.reason));
+    // Lost by its link, it may live on and conclude on its own: the one
+    // cause both sides of a cut word alike.
+    failure why = link_lost(dm.reason) ? decider_lost(decider_ref(st.book.instance()))
+                                       : failure{errc::peer_down,
+                                                 "decode " + to_string(gone) + " went down (" +
+                                                     caf::to_string(dm.reason) + ")",
+                                                 gone};
+    fail_rooms_of(self, gone, why);
+    st.members.erase(m);
+    auto members = live_members(self);
+    for (auto id : st.book.ids())
+      st.book.forget_if_done(id, members);
+    forget_unnamed_prefill(self);
+    return;
+  }
+  for (auto& [rank, handle] : st.prefill) {
+    if (handle.address() != dm.source)
+      continue;
+    auto gone = rank;
+    st.lost_prefill.erase(rank);
+    if (link_lost(dm.reason))
+      st.reached.erase(handle.node());  // its connection is gone
+    log().log(
+        dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn,
+        "{} prefill {} went down: {}", who(self), to_string(gone), caf::to_string(dm.reason));
+    // Lost by its link (killed, or cut off and alive): a prefill rank cut
+    // off concludes with decider_lost() without hearing from this side, so
+    // the rooms fail with that, on every rank that still hears the verdict.
+    fail_rooms_of(self, gone,
+                  link_lost(dm.reason) ? decider_lost(decider_ref(st.book.instance()))
+                                       : failure{errc::peer_down,
+                                                 "prefill " + to_string(gone) + " went down (" +
+                                                     caf::to_string(dm.reason) + ")",
+                                                 gone});
+    return;
+  }
+}
+
+/// Connects to the process of each prefill rank (their control endpoints),
+/// each once: then every message between this decider and those ranks crosses
+/// a connection this side opened.
+caf::result<reach_peers> reach(self_ptr self, reach_peers& ask) {
+  auto& st = self->state;
+  std::map<caf::node_id, control_endpoint> by_node;  // the lowest endpoint of each
+  for (auto& r : ask.ranks) {
+    auto node = r.handle.node();
+    if (!r.control.published() || node == self->node() || st.reached.count(node))
+      continue;
+    auto [i, fresh] = by_node.emplace(node, r.control);
+    if (!fresh && r.control < i->second)
+      i->second = r.control;
+  }
+  std::vector<std::pair<caf::node_id, control_endpoint>> todo{by_node.begin(), by_node.end()};
+  for (auto& [node, at] : todo)
+    st.reached.insert(node);  // asked once, also by a concurrent reach_peers
+  if (todo.empty())
+    return ask;
+  auto rp = std::make_shared<caf::typed_response_promise<reach_peers>>(
+      self->make_response_promise<reach_peers>());
+  auto left = std::make_shared<size_t>(todo.size());
+  auto missed = std::make_shared<std::string>();  // endpoints not reached, and why
+  for (auto& [node, at] : todo)
+    resolve_published<prefill_rank_actor>(
+        self, prefill_rank_actor{}, at.host, at.port, reach_timeout, "prefill rank",
+        guarded_callback(self, [self, node = node, at = at, rp, left,
+                                missed](caf::expected<prefill_rank_actor> found) {
+          if (!found) {
+            self->state.reached.erase(node);  // the next handshake tries again
+            auto why = self->system().render(found.error());
+            log().warn("{} cannot connect to the prefill rank at {}: {}", who(self), at.key(), why);
+            *missed += (missed->empty() ? "" : "; ") + at.key() + ": " + why;
+          }
+          if (--*left > 0)
+            return;
+          // Not reached, a rank would hear this decider only through a
+          // third process: the handshake fails and is tried again.
+          if (missed->empty())
+            rp->deliver(reach_peers{});
+          else
+            rp->deliver(
+                make_error(errc::connect_failed, "the decider could not connect to " + *missed));
+        }));
+  return *rp;
+}
+
+}  // namespace kvferry::decider_steps
