@@ -566,24 +566,24 @@ TEST_CASE_METHOD(paths_fixture, "protocol path: a transport write fails",
   expect((chunk_job), from(p(0)).to(t(0)));
   expect((batch_done), from(_).to(t(0)));
   auto result = next<chunk_result>(p(0));
-  CHECK(result.why.code == errc::transfer_failed);
+  CHECK(result.why.code == errc::link_lost);
   expect((chunk_result), from(t(0)).to(p(0)));
   // The chunk did not land: the decode rank hears nothing of it; the prefill
   // rank reports the failure and never says it finished.
   disallow((chunk_landed), from(p(0)).to(d(0)));
   const std::string cause = "inproc write to decode-0 tp0 pp0 failed: connection_lost: injected";
   auto report = next<room_failure>(dec);
-  check_failure(report.why, errc::transfer_failed, cause, pr(0));
+  check_failure(report.why, errc::link_lost, cause, pr(0));
   expect((room_failure), from(p(0)).to(dec));
   disallow((room_finished), from(p(0)).to(dec));
-  expect_failed_verdict(d(0), errc::transfer_failed, cause, pr(0));
-  expect_failed_verdict(p(0), errc::transfer_failed, cause, pr(0));
+  expect_failed_verdict(d(0), errc::link_lost, cause, pr(0));
+  expect_failed_verdict(p(0), errc::link_lost, cause, pr(0));
   disallow((room_finished), from(d(0)).to(dec));
   disallow((room_verdict), from(dec).to(d(0)));
   CHECK_FALSE(sched.has_job());
 
-  all_failed(h.senders, errc::transfer_failed, cause, pr(0));
-  all_failed(h.receivers, errc::transfer_failed, cause, pr(0));
+  all_failed(h.senders, errc::link_lost, cause, pr(0));
+  all_failed(h.receivers, errc::link_lost, cause, pr(0));
 }
 
 TEST_CASE_METHOD(paths_fixture, "protocol path: a Transferring deadline",
