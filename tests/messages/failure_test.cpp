@@ -28,9 +28,8 @@ TEST_CASE("codes are scoped by what they take down", "[messages][failure]") {
                  errc::aux_mismatch, errc::transfer_failed, errc::out_of_bounds, errc::unsupported,
                  errc::internal, errc::invalid_argument, errc::staging_oversized})
     CHECK(scope_of(c) == failure_scope::room);
-  for (auto c :
-       {errc::peer_down, errc::heartbeat_lost, errc::connect_failed, errc::bootstrap_unreachable,
-        errc::link_lost})
+  for (auto c : {errc::peer_down, errc::heartbeat_lost, errc::connect_failed,
+                 errc::bootstrap_unreachable, errc::link_lost})
     CHECK(scope_of(c) == failure_scope::peer);
   for (auto c : {errc::instance_restarted, errc::shut_down})
     CHECK(scope_of(c) == failure_scope::instance);
