@@ -1,6 +1,7 @@
 // The steps of the decode rank actor, shared by its two files: the room side
 // (decode_rank.cpp: rooms, their sequencing, pages) and the prefill side
-// (decode_peers.cpp: finding prefill instances, handshakes, losing them).
+// (decode_handshake.cpp: finding prefill instances and shaking hands with
+// them; decode_peers.cpp: losing them).
 // Internal to the actor; nothing else includes it.
 #pragma once
 
@@ -48,7 +49,7 @@ void for_rooms_of(self_ptr self, const std::string& key, F f) {
       f(room);
 }
 
-// -- the prefill side (decode_peers.cpp) ---------------------------------------
+// -- the prefill side: handshakes (decode_handshake.cpp) ------------------------
 
 /// Finds the decider and registers with it (again, after it was lost).
 void register_with_decider(self_ptr self);
@@ -65,6 +66,22 @@ void on_topology(self_ptr self, const std::string& key, topology topo);
 /// An instance's bootstrap says it is whole again: the handshake restarts if
 /// this rank holds it down.
 void on_whole_again(self_ptr self, topology topo);
+
+// -- the prefill side: losses (decode_peers.cpp) ---------------------------------
+
+/// The pairing with the instance at `key` cannot work: its rooms fail with `why`.
+void refuse(self_ptr self, const std::string& key, failure why);
+
+/// A lookup or handshake of the instance at `key` failed with `error`: it is
+/// tried again (after a backoff, or by a probe while it is down).
+void resolve_failed(self_ptr self, const std::string& key, std::string error);
+
+/// The prefill instance at `key` cannot serve rooms now: its live rooms here
+/// fail with `why`, new ones fail at once with `cause` until a probe finds it
+/// whole again. `survivors` are its ranks still there; none keeps the ones
+/// known.
+void mark_down(self_ptr self, const std::string& key, const failure& why, failure cause,
+               std::optional<std::vector<participant>> survivors = std::nullopt);
 
 /// A room that needs the down peer `peer`: the decider hears of it with the
 /// prefill ranks still there, and it fails at once with the peer's cause.
