@@ -1,21 +1,28 @@
-// Exceptions inside an actor's handlers, caught where they happen. CAF 0.17
-// terminates an actor on any exception that escapes a handler, whatever its
-// exception handler returns; a rank actor that died that way would leave the
-// states its scheduler polls behind. Every handler of the rank actors, the
-// decider, the staging actor and the bootstrap goes through guarded(): the
-// exception is handed to the actor's `on_exception` (which fails the rooms it
-// concerns with the cause, so the verdict names it), a request gets an error
-// back, and the actor carries on.
+// The one guard around an actor's handlers. CAF 0.17 terminates an actor on
+// any exception that escapes a handler, whatever its exception handler
+// returns; a rank actor that died that way would leave the states its
+// scheduler polls behind. So every handler and every response callback of
+// the rank actors, the decider, the bootstrap, the staging actor and the
+// transfer actor runs inside guard(): an exception is handed to the actor's
+// `on_exception(self, what)` (which fails the rooms it concerns with the
+// cause, so that the verdict names it), a request gets an error back, and the
+// actor carries on.
 //
-// `on_exception(what)` may return the `failure` it made of the exception
-// (naming the actor): a request whose handler threw then gets that failure as
-// its error, so that the asker can fail its rooms with the same cause.
+// `on_exception` returns the `failure` it made of the exception (naming the
+// actor): a request whose handler threw gets that failure as its error, so
+// that the asker can fail its rooms with the same cause.
+//
+// The seam: a guarded actor's state may have a `before_handler` hook, run
+// first inside the guard of every handler. Empty unless the actor's owner sets it;
+// what it throws is handled as the handler's own exception. Tests plant a
+// fault with it at the message they choose (a bug in a handler, reproduced),
+// the way leveldb's tests wrap its Env; instrumentation may count handlers.
 #pragma once
 
 #include <exception>
-#include <stdexcept>
+#include <functional>
+#include <optional>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include <caf/error.hpp>
@@ -25,21 +32,20 @@
 
 namespace kvferry {
 
-/// A fault planted by a test, the way leveldb's fault-injection Env plants
-/// them in an Env: the next guarded handler (or callback) that runs on this
-/// thread throws std::runtime_error(planted_fault) from inside its guard, as a
-/// bug in it would, and the plant is used up. Under CAF's test coordinator
-/// every actor runs on the test's thread, so a test plants it right before it
-/// runs the one job it means to hit. Production code never sets it.
-inline thread_local std::string planted_fault;
+/// Run first inside the guard of each handler of an actor (see above).
+using handler_hook = std::function<void()>;
 
-/// Throws the planted fault, if any (and clears it). guard() calls it first;
-/// handlers that catch their own exceptions (the transfer actor's) call it
-/// inside their try.
-inline void fire_planted_fault() {
-  if (planted_fault.empty())
-    return;
-  throw std::runtime_error(std::exchange(planted_fault, {}));
+/// What `f()` threw, as text; nothing if it returned.
+template <class F>
+std::optional<std::string> caught(F&& f) {
+  try {
+    f();
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return std::string{e.what()};
+  } catch (...) {
+    return std::string{"an exception of unknown type"};
+  }
 }
 
 namespace detail {
@@ -54,46 +60,38 @@ struct guard_fallback<void> {
   static void make(caf::error) {}
 };
 
-/// Hands `what` to `on_exception`; returns the error a request gets for it.
-template <class OnException>
-caf::error handle_exception(const OnException& on_exception, const std::string& what) {
-  using made = std::invoke_result_t<const OnException&, const std::string&>;
-  if constexpr (std::is_same_v<made, failure>) {
-    return to_error(on_exception(what));
-  } else {
-    on_exception(what);
-    return make_error(errc::internal, what);
-  }
-}
-
-template <class OnException, class F, class R, class C, class... Ts>
-auto guard_as(OnException on_exception, F f, R (C::*)(Ts...) const) {
-  return [on_exception, f = std::move(f)](Ts... xs) -> R {
+template <class Self, class OnException, class F, class R, class C, class... Ts>
+auto guard_as(Self* self, OnException on_exception, F f, R (C::*)(Ts...) const) {
+  return [self, on_exception, f = std::move(f)](Ts... xs) -> R {
     std::string what;
     try {
-      fire_planted_fault();
+      if constexpr (requires { self->state.before_handler; })
+        if (auto& hook = self->state.before_handler)
+          hook();
       return f(std::forward<Ts>(xs)...);
     } catch (const std::exception& e) {
       what = e.what();
     } catch (...) {
       what = "an exception of unknown type";
     }
-    return guard_fallback<R>::make(handle_exception(on_exception, what));
+    failure why = on_exception(self, what);
+    return guard_fallback<R>::make(to_error(why));
   };
 }
 
 }  // namespace detail
 
-/// `f` (a lambda) with the same signature, catching what it throws.
-template <class OnException, class F>
-auto guard(OnException on_exception, F f) {
-  return detail::guard_as(on_exception, std::move(f), &F::operator());
+/// `f` (a lambda: a handler, a response callback, a down handler) with the
+/// same signature, run inside `self`'s guard.
+template <class Self, class OnException, class F>
+auto guard(Self* self, OnException on_exception, F f) {
+  return detail::guard_as(self, on_exception, std::move(f), &F::operator());
 }
 
-/// The behavior of handlers `fs`, each one guarded.
-template <class Behavior, class OnException, class... Fs>
-Behavior guarded(OnException on_exception, Fs... fs) {
-  return Behavior{guard(on_exception, std::move(fs))...};
+/// The behavior of handlers `fs`, each one inside `self`'s guard.
+template <class Behavior, class Self, class OnException, class... Fs>
+Behavior guarded(Self* self, OnException on_exception, Fs... fs) {
+  return Behavior{guard(self, on_exception, std::move(fs))...};
 }
 
 }  // namespace kvferry

@@ -26,10 +26,20 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using topology_atom = caf::atom_constant<caf::atom("topology")>;
 using register_atom = caf::atom_constant<caf::atom("register")>;
+/// Timer: the wait of room (id, generation) ran out (a decider's join, a
+/// prefill rank's early arrivals).
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
+/// Timer: a decode rank checks whether its draining fences are quiet.
 using quiesce_atom = caf::atom_constant<caf::atom("quiesce")>;
+/// The decider's ping of a rank (answered with the same sequence number).
 using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
-using beat_atom = caf::atom_constant<caf::atom("beat")>;
+/// Timer: a heartbeat period went by (the decider pings, a rank checks
+/// that its decider still pings it).
+using heartbeat_tick_atom = caf::atom_constant<caf::atom("hb_tick")>;
+/// Timer: a staging actor refuses the asks parked longer than their wait.
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+/// Timer: a staged job's wait for its place in the peer's ring ran out.
+using slot_timeout_atom = caf::atom_constant<caf::atom("slot_wait")>;
 
 constexpr room_open_atom room_open_atom_v{};
 constexpr room_abort_atom room_abort_atom_v{};
@@ -42,7 +52,9 @@ constexpr register_atom register_atom_v{};
 constexpr expire_atom expire_atom_v{};
 constexpr quiesce_atom quiesce_atom_v{};
 constexpr heartbeat_atom heartbeat_atom_v{};
-constexpr beat_atom beat_atom_v{};
+constexpr heartbeat_tick_atom heartbeat_tick_atom_v{};
+constexpr sweep_atom sweep_atom_v{};
+constexpr slot_timeout_atom slot_timeout_atom_v{};
 
 // -- message types (defined in bootstrap.hpp, room.hpp, scheduler.hpp, transfer.hpp)
 
@@ -109,7 +121,8 @@ using decode_rank_actor = caf::typed_actor<
     // decider registration retries, fences still waiting to close, the
     // check for a silent decider
     caf::reacts_to<deadline_atom, uint64_t, uint64_t>, caf::reacts_to<retry_atom, std::string>,
-    caf::reacts_to<register_atom>, caf::reacts_to<quiesce_atom>, caf::reacts_to<beat_atom>>;
+    caf::reacts_to<register_atom>, caf::reacts_to<quiesce_atom>,
+    caf::reacts_to<heartbeat_tick_atom>>;
 
 /// The decider of a decode instance: one verdict per room for every rank of
 /// both instances that takes part in it.
@@ -124,7 +137,7 @@ using decider_actor = caf::typed_actor<
     caf::replies_to<reach_peers>::with<reach_peers>,
     // own timers: the heartbeat round, (room, generation) expiry of a decided
     // room that some member never joined
-    caf::reacts_to<beat_atom>, caf::reacts_to<expire_atom, uint64_t, uint64_t>>;
+    caf::reacts_to<heartbeat_tick_atom>, caf::reacts_to<expire_atom, uint64_t, uint64_t>>;
 
 /// A prefill rank, as its scheduler, its decode peers and its transfer actor see it.
 using prefill_rank_actor = caf::typed_actor<
@@ -150,7 +163,7 @@ using prefill_rank_actor = caf::typed_actor<
     // for rooms not open yet, registration retries, the check for silent deciders
     caf::reacts_to<deadline_atom, uint64_t, uint64_t>,
     caf::reacts_to<expire_atom, uint64_t, uint64_t>, caf::reacts_to<register_atom>,
-    caf::reacts_to<beat_atom>>;
+    caf::reacts_to<heartbeat_tick_atom>>;
 
 /// Turns chunks into coalesced transport writes for one prefill rank.
 using transfer_actor =
@@ -159,7 +172,8 @@ using transfer_actor =
                      caf::reacts_to<batch_done>,
                      // staging rings of its peers: how far each was consumed; own timer: a
                      // staged job (by id) waited too long for its slot
-                     caf::reacts_to<staging_watermark>, caf::reacts_to<expire_atom, uint64_t>>;
+                     caf::reacts_to<staging_watermark>,
+                     caf::reacts_to<slot_timeout_atom, uint64_t>>;
 
 /// The staging ring of a decode rank (heterogeneous TP): space for the
 /// prefill writers' bulk writes, and their scatter into the room's pages.
@@ -171,7 +185,7 @@ using staging_actor = caf::typed_actor<
     caf::reacts_to<staging_room>, caf::replies_to<staging_close>::with<staging_close>,
     caf::reacts_to<chunk_landed>,
     // own timer: asks for rooms not open here yet that waited too long
-    caf::reacts_to<expire_atom>>;
+    caf::reacts_to<sweep_atom>>;
 
 // -- handles carried in messages -----------------------------------------------
 

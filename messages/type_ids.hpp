@@ -14,11 +14,11 @@
 #include "messages/ids.hpp"
 #include "messages/kv_poll.hpp"
 #include "messages/layout.hpp"
+#include "messages/node_status.hpp"
 #include "messages/poll_snapshot.hpp"
 #include "messages/room.hpp"
 #include "messages/scheduler.hpp"
 #include "messages/staging.hpp"
-#include "messages/status.hpp"
 #include "messages/transfer.hpp"
 
 // clang-format off

@@ -62,8 +62,7 @@ bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bo
                                             std::string address, std::string node) {
   self->state.node = std::move(node);
   self->state.dir = directory{std::move(instance), generation, std::move(address)};
-  auto on_ex = [self](const std::string& what) { return on_exception(self, what); };
-  self->set_down_handler(guard(on_ex, [self](caf::down_msg& dm) {
+  self->set_down_handler(guard(self, on_exception, [self](caf::down_msg& dm) {
     if (self->state.watchers.erase(dm.source) > 0)
       return;
     auto i = self->state.by_actor.find(dm.source);
@@ -88,7 +87,7 @@ bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bo
     tell_members(self);
   }));
   return guarded<bootstrap_actor::behavior_type>(
-      on_ex,
+      self, on_exception,
       [self](rank_registration& reg) -> caf::result<registration_ack> {
         std::string why;
         if (auto s = self->current_sender();

@@ -11,6 +11,7 @@
 #include <caf/actor_addr.hpp>
 
 #include "actors/bootstrap/directory.hpp"
+#include "actors/guard.hpp"
 #include "messages/handles.hpp"
 
 namespace kvferry {
@@ -30,6 +31,8 @@ struct bootstrap_state {
   /// Under TLS, the node whose processes may register ranks (its
   /// certificate's CN, proven at the gateway); empty: any.
   std::string node;
+  /// Run first inside the guard of every handler (actors/guard.hpp).
+  handler_hook before_handler;
 };
 
 /// Spawns with `instance` (the prefill instance's name) and `generation` (its

@@ -303,9 +303,10 @@ decider_actor::behavior_type decider_on(decider_actor::stateful_pointer<decider_
   self->state.book =
       decision_book{std::move(instance), generation, tp_size, pp_size, (uint64_t{rd()} << 32) | 1u};
   using namespace decider_steps;
-  self->set_down_handler(guarded_callback(self, [self](caf::down_msg& dm) { on_down(self, dm); }));
+  self->set_down_handler(
+      guard(self, on_exception, [self](caf::down_msg& dm) { on_down(self, dm); }));
   return guarded<decider_actor::behavior_type>(
-      [self](const std::string& what) { return on_exception(self, what); },
+      self, on_exception,
       [self](member_registration& reg) -> caf::result<member_ack> {
         return on_register(self, reg);
       },
@@ -315,7 +316,7 @@ decider_actor::behavior_type decider_on(decider_actor::stateful_pointer<decider_
       [self](reach_peers& ask) -> caf::result<reach_peers> { return reach(self, ask); },
       [self](room_leave& l) { on_leave(self, l); },
       [self](expire_atom, uint64_t id, uint64_t generation) { on_expire(self, id, generation); },
-      [self](beat_atom) { heartbeat_round(self); });
+      [self](heartbeat_tick_atom) { heartbeat_round(self); });
 }
 
 }  // namespace kvferry

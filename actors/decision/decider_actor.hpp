@@ -22,6 +22,7 @@
 #include "actors/common/deadlines.hpp"
 #include "actors/decision/decision_book.hpp"
 #include "actors/decision/liveness.hpp"
+#include "actors/guard.hpp"
 #include "actors/sender_check.hpp"
 #include "messages/handles.hpp"
 
@@ -59,7 +60,7 @@ struct decider_state {
   /// late means this decider was stalled (frozen, starved), and what it
   /// handles around then may have waited meanwhile (see the join handler).
   caf::actor_clock::time_point last_round{};
-  caf::actor_clock::time_point beat_due{};
+  caf::actor_clock::time_point tick_due{};
   caf::actor_clock::time_point stall_end{};
   /// Joins, finishes, failures and leaves from senders that are not the
   /// room's ranks: dropped, each sender logged once.
@@ -67,6 +68,8 @@ struct decider_state {
   /// Under TLS, the node whose processes may register as members (its
   /// certificate's CN, proven at the gateway); empty: any.
   std::string node;
+  /// Run first inside the guard of every handler (actors/guard.hpp).
+  handler_hook before_handler;
 };
 
 /// Spawns the decider of decode instance `instance` of tp_size x pp_size

@@ -38,12 +38,12 @@ void fail_rooms_of(self_ptr self, const rank_ref& gone, const failure& why) {
 void missed(self_ptr self, const rank_ref& peer) {
   auto& st = self->state;
   auto v = st.beats.missed(peer);
-  if (v == liveness<rank_ref>::verdict::alive)
+  if (v == liveness<rank_ref>::standing::alive)
     return;
   auto cause = to_string(peer) + " answered none of " + std::to_string(st.beats.misses()) +
                " heartbeats in a row (" + format_duration(st.limits.silence()) + ")";
   failure why{errc::heartbeat_lost, cause, peer};
-  if (v == liveness<rank_ref>::verdict::newly_lost) {
+  if (v == liveness<rank_ref>::standing::newly_lost) {
     log().warn("{} {}: declared lost", who(self), cause);
     if (peer.side == role::prefill)
       if (auto h = st.prefill.find(peer); h != st.prefill.end())
@@ -103,8 +103,8 @@ void arm_heartbeat(self_ptr self) {
   if (st.beating)
     return;
   st.beating = true;
-  st.beat_due = self->clock().now() + st.limits.heartbeat;
-  self->delayed_send(self, st.limits.heartbeat, beat_atom_v);
+  st.tick_due = self->clock().now() + st.limits.heartbeat;
+  self->delayed_send(self, st.limits.heartbeat, heartbeat_tick_atom_v);
 }
 
 /// Pings every member (always: see lapsed()), and every prefill participant
@@ -114,8 +114,8 @@ void heartbeat_round(self_ptr self) {
   st.beating = false;
   auto now = self->clock().now();
   st.last_round = now;
-  if (now - st.beat_due > st.limits.heartbeat) {
-    log().warn("{} stalled for {}", who(self), format_duration(now - st.beat_due));
+  if (now - st.tick_due > st.limits.heartbeat) {
+    log().warn("{} stalled for {}", who(self), format_duration(now - st.tick_due));
     st.stall_end = now;
   }
   for (auto& key : st.book.undecided())
@@ -129,19 +129,19 @@ void heartbeat_round(self_ptr self) {
       return;  // the last ping is still out
     auto sent = self->clock().now();
     self->request(handle, st.limits.heartbeat, heartbeat_atom_v, ++st.pings)
-        .then(guarded_callback(self,
-                               [self, r, sent](heartbeat_atom, uint64_t) {
-                                 auto& st = self->state;
-                                 if (st.lost_prefill.erase(r) > 0)
-                                   log().info("{} {} answers again: rooms may name it again",
-                                              who(self), to_string(r));
-                                 if (!st.beats.watching(r))
-                                   return;  // no longer watched
-                                 st.beats.answered(r);
-                                 auto& at = st.answered_at[r];
-                                 at = std::max(at, sent);
-                               }),
-              guarded_callback(self, [self, r](caf::error&) { missed(self, r); }));
+        .then(guard(self, on_exception,
+                    [self, r, sent](heartbeat_atom, uint64_t) {
+                      auto& st = self->state;
+                      if (st.lost_prefill.erase(r) > 0)
+                        log().info("{} {} answers again: rooms may name it again", who(self),
+                                   to_string(r));
+                      if (!st.beats.watching(r))
+                        return;  // no longer watched
+                      st.beats.answered(r);
+                      auto& at = st.answered_at[r];
+                      at = std::max(at, sent);
+                    }),
+              guard(self, on_exception, [self, r](caf::error&) { missed(self, r); }));
   };
   for (auto& [place, handle] : st.members)
     ping(st.book.member(place.first, place.second), handle);
@@ -240,24 +240,26 @@ caf::result<reach_peers> reach(self_ptr self, reach_peers& ask) {
   for (auto& [node, at] : todo)
     resolve_published<prefill_rank_actor>(
         self, prefill_rank_actor{}, at.host, at.port, reach_timeout, "prefill rank",
-        guarded_callback(self, [self, node = node, at = at, rp, left,
-                                missed](caf::expected<prefill_rank_actor> found) {
-          if (!found) {
-            self->state.reached.erase(node);  // the next handshake tries again
-            auto why = self->system().render(found.error());
-            log().warn("{} cannot connect to the prefill rank at {}: {}", who(self), at.key(), why);
-            *missed += (missed->empty() ? "" : "; ") + at.key() + ": " + why;
-          }
-          if (--*left > 0)
-            return;
-          // Not reached, a rank would hear this decider only through a
-          // third process: the handshake fails and is tried again.
-          if (missed->empty())
-            rp->deliver(reach_peers{});
-          else
-            rp->deliver(
-                make_error(errc::connect_failed, "the decider could not connect to " + *missed));
-        }));
+        guard(self, on_exception,
+              [self, node = node, at = at, rp, left,
+               missed](caf::expected<prefill_rank_actor> found) {
+                if (!found) {
+                  self->state.reached.erase(node);  // the next handshake tries again
+                  auto why = self->system().render(found.error());
+                  log().warn("{} cannot connect to the prefill rank at {}: {}", who(self), at.key(),
+                             why);
+                  *missed += (missed->empty() ? "" : "; ") + at.key() + ": " + why;
+                }
+                if (--*left > 0)
+                  return;
+                // Not reached, a rank would hear this decider only through a
+                // third process: the handshake fails and is tried again.
+                if (missed->empty())
+                  rp->deliver(reach_peers{});
+                else
+                  rp->deliver(make_error(errc::connect_failed,
+                                         "the decider could not connect to " + *missed));
+              }));
   return *rp;
 }
 

@@ -22,13 +22,6 @@ std::string who(self_ptr self);
 /// An exception escaped a handler: every undecided room fails with it.
 failure on_exception(self_ptr self, const std::string& what);
 
-/// `f` (a response callback, the down handler), with what it throws caught
-/// like a handler's.
-template <class F>
-auto guarded_callback(self_ptr self, F f) {
-  return guard([self](const std::string& what) { return on_exception(self, what); }, std::move(f));
-}
-
 /// Sends the verdict to every decode rank that joined the room and every
 /// prefill participant.
 void broadcast(self_ptr self, const decision_book::room& r, const verdict& v);

@@ -12,7 +12,7 @@ namespace kvferry {
 template <class Key>
 class liveness {
  public:
-  enum class verdict { alive, newly_lost, still_lost };
+  enum class standing { alive, newly_lost, still_lost };
 
   explicit liveness(uint32_t misses) : misses_(misses == 0 ? 1 : misses) {}
 
@@ -33,18 +33,18 @@ class liveness {
 
   /// A ping to `who` went unanswered: alive (misses to spare), newly lost
   /// (this miss was the last one allowed), or lost already.
-  verdict missed(const Key& who) {
+  standing missed(const Key& who) {
     auto i = watch_.find(who);
     if (i == watch_.end())
-      return verdict::alive;  // no longer watched
+      return standing::alive;  // no longer watched
     auto& w = i->second;
     w.waiting = false;
     if (w.lost)
-      return verdict::still_lost;
+      return standing::still_lost;
     if (++w.misses < misses_)
-      return verdict::alive;
+      return standing::alive;
     w.lost = true;
-    return verdict::newly_lost;
+    return standing::newly_lost;
   }
 
   bool watching(const Key& who) const { return watch_.count(who) > 0; }

@@ -11,8 +11,8 @@
 // meanwhile, come next), rather than the blame.
 //
 // `Self` is a rank actor whose state has `cfg.self`, `cfg.limits`, `rooms`
-// (room id → room), `finish_told`, `heard` (a silence_watch by decider
-// address), `beat_armed` and `beat_due`. `decider_of(room)` is the handle of
+// (room id → room), `finish_told`, `deciders_heard` (a silence_watch by decider
+// address), `tick_armed` and `tick_due`. `decider_of(room)` is the handle of
 // a room's decider (null while it has none).
 #pragma once
 
@@ -39,18 +39,18 @@ namespace kvferry {
 template <class Self>
 void arm_decider_check(Self* self) {
   auto& st = self->state;
-  if (st.beat_armed)
+  if (st.tick_armed)
     return;
-  st.beat_armed = true;
-  st.beat_due = self->clock().now() + st.cfg.limits.heartbeat;
-  self->delayed_send(self, st.cfg.limits.heartbeat, beat_atom_v);
+  st.tick_armed = true;
+  st.tick_due = self->clock().now() + st.cfg.limits.heartbeat;
+  self->delayed_send(self, st.cfg.limits.heartbeat, heartbeat_tick_atom_v);
 }
 
 /// Starts (or restarts) watching `decider`, the decider of a room that just
 /// went live on this rank.
 template <class Self, class Handle>
 void watch_decider(Self* self, const Handle& decider, rank_ref who) {
-  self->state.heard.watch(decider.address(), std::move(who), self->clock().now());
+  self->state.deciders_heard.watch(decider.address(), std::move(who), self->clock().now());
   arm_decider_check(self);
 }
 
@@ -58,15 +58,15 @@ void watch_decider(Self* self, const Handle& decider, rank_ref who) {
 template <class Self>
 bool decider_alive(Self* self, const caf::actor_addr& addr) {
   auto& st = self->state;
-  return st.heard.heard_within(addr, self->clock().now(), st.cfg.limits.decider_silence());
+  return st.deciders_heard.heard_within(addr, self->clock().now(), st.cfg.limits.decider_silence());
 }
 
 /// Something came from the current sender: if it is a watched decider, it is
 /// alive.
 template <class Self>
 void heard_from_sender(Self* self) {
-  self->state.heard.heard(caf::actor_cast<caf::actor_addr>(self->current_sender()),
-                          self->clock().now());
+  self->state.deciders_heard.heard(caf::actor_cast<caf::actor_addr>(self->current_sender()),
+                                   self->clock().now());
 }
 
 /// A ping from a decider: the rooms this rank finished that still wait for
@@ -103,7 +103,7 @@ void remind_finished(Self* self, Rooms& rooms,
 template <class Self, class Rooms, class DeciderOf, class Settle>
 void check_deciders(Self* self, Rooms& rooms, DeciderOf decider_of, Settle settle) {
   auto& st = self->state;
-  st.beat_armed = false;
+  st.tick_armed = false;
   auto live = [&] {
     std::set<caf::actor_addr> out;
     for (auto& [id, room] : rooms)
@@ -112,23 +112,23 @@ void check_deciders(Self* self, Rooms& rooms, DeciderOf decider_of, Settle settl
           out.insert(a);
     return out;
   };
-  st.heard.retain(live());
+  st.deciders_heard.retain(live());
   auto now = self->clock().now();
-  if (now - st.beat_due > st.cfg.limits.heartbeat) {
+  if (now - st.tick_due > st.cfg.limits.heartbeat) {
     log().warn("[{}] stalled for {}: its deciders get a fresh grace period", to_string(st.cfg.self),
-               format_duration(now - st.beat_due));
-    st.heard.refresh(now);
+               format_duration(now - st.tick_due));
+    st.deciders_heard.refresh(now);
   }
   auto limit = st.cfg.limits.decider_silence();
-  for (auto& gone : st.heard.silent(now, limit)) {
-    auto why = decider_lost(st.heard.label_or(gone, unknown_decider()));
+  for (auto& gone : st.deciders_heard.silent(now, limit)) {
+    auto why = decider_lost(st.deciders_heard.label_or(gone, unknown_decider()));
     log().warn("[{}] {}: silent for {}", to_string(st.cfg.self), why.cause, format_duration(limit));
     for (auto& [id, room] : rooms)
       if (!room.fsm().terminal() && decider_of(room) == gone)
         settle(room, why);
   }
-  st.heard.retain(live());
-  if (st.heard.size() > 0)
+  st.deciders_heard.retain(live());
+  if (st.deciders_heard.size() > 0)
     arm_decider_check(self);
 }
 

@@ -69,7 +69,7 @@ void reach_rank(self_ptr self, const prefill_peer& peer, const rank_registration
   // same host:port, which it connects to once.
   resolve_published<prefill_rank_actor>(
       self, prefill_rank_actor{}, reg.control.host, reg.control.port, request_timeout,
-      "prefill rank", guarded_callback(self, [then](caf::expected<prefill_rank_actor> found) {
+      "prefill rank", guard(self, on_exception, [then](caf::expected<prefill_rank_actor> found) {
         then(found ? std::string{} : caf::to_string(found.error()));
       }));
 }
@@ -98,15 +98,15 @@ void reach_from_decider(self_ptr self, const std::string& key, uint64_t round) {
     return;
   }
   self->request(st.decider, request_timeout, std::move(ask))
-      .then(guarded_callback(self,
-                             [self, key, round](reach_peers&) {
-                               auto p = self->state.peers.find(key);
-                               if (p == self->state.peers.end() || !p->second.current(round))
-                                 return;
-                               p->second.decider_reached = true;
-                               maybe_ready(self, key);
-                             }),
-            guarded_callback(self, [self, key, round](caf::error& err) {
+      .then(guard(self, on_exception,
+                  [self, key, round](reach_peers&) {
+                    auto p = self->state.peers.find(key);
+                    if (p == self->state.peers.end() || !p->second.current(round))
+                      return;
+                    p->second.decider_reached = true;
+                    maybe_ready(self, key);
+                  }),
+            guard(self, on_exception, [self, key, round](caf::error& err) {
               auto p = self->state.peers.find(key);
               if (p == self->state.peers.end() || !p->second.current(round))
                 return;
@@ -141,11 +141,11 @@ void register_with_source(self_ptr self, const std::string& key, uint64_t round,
                            st.cfg.data_endpoint, st.cfg.pool.layout,
                            st.cfg.staging,       st.cfg.net->credential_for(writer)};
     self->request(handle, timeout, std::move(mine))
-        .then(guarded_callback(self,
-                               [self, key, round, rank](dest_accepted& ok) {
-                                 on_accepted(self, key, round, rank, ok.staged);
-                               }),
-              guarded_callback(self, [self, key, round, rank](caf::error& err) {
+        .then(guard(self, on_exception,
+                    [self, key, round, rank](dest_accepted& ok) {
+                      on_accepted(self, key, round, rank, ok.staged);
+                    }),
+              guard(self, on_exception, [self, key, round, rank](caf::error& err) {
                 auto p = self->state.peers.find(key);
                 if (p == self->state.peers.end() || !p->second.current(round))
                   return;
@@ -172,7 +172,7 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
   auto& peer = p->second;
   auto& me = st.cfg.self;
   auto whole = instance_ref(role::prefill, topo.instance, topo.instance_generation);
-  if (auto old = st.generations.stale(whole, me)) {
+  if (auto old = st.incarnations_seen.stale(whole, me)) {
     resolve_failed(self, key, old->cause);  // an old bootstrap still answers: ask again
     return;
   }
@@ -196,17 +196,17 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
                        std::to_string(size_t{topo.tp_size} * topo.pp_size) + " ranks registered");
     return;
   }
-  if (auto seen = st.generations.note(whole); seen.replaced)
+  if (auto seen = st.incarnations_seen.note(whole); seen.replaced)
     log().warn("{} {}", who(self), incarnations::restarted(whole, seen.previous, me).cause);
   auto plan = peer.read(topo, me, st.cfg.pool.layout, {st.cfg.tp_size, st.cfg.pp_size});
   switch (plan.what) {
-    case prefill_peer::reading::verdict::refused:
+    case prefill_peer::reading::action::refused:
       refuse(self, key, std::move(plan.refusal));
       return;
-    case prefill_peer::reading::verdict::retry:
+    case prefill_peer::reading::action::retry:
       resolve_failed(self, key, std::move(plan.error));
       return;
-    case prefill_peer::reading::verdict::handshake:
+    case prefill_peer::reading::action::handshake:
       break;
   }
   reach_from_decider(self, key, plan.round);
@@ -224,7 +224,7 @@ void start_resolve(self_ptr self, const std::string& key) {
   peer.in_flight = true;
   resolve_published<bootstrap_actor>(
       self, peer.where.handle, peer.where.host, peer.where.port, request_timeout, "bootstrap",
-      guarded_callback(self, [self, key](caf::expected<bootstrap_actor> found) {
+      guard(self, on_exception, [self, key](caf::expected<bootstrap_actor> found) {
         if (!found) {
           resolve_failed(self, key, self->system().render(found.error()));
           return;
@@ -232,20 +232,19 @@ void start_resolve(self_ptr self, const std::string& key) {
         if (auto p = self->state.peers.find(key); p != self->state.peers.end())
           p->second.bootstrap_node = found->node();
         self->request(*found, request_timeout, topology_atom_v)
-            .then(
-                guarded_callback(
-                    self, [self, key](topology& topo) { on_topology(self, key, std::move(topo)); }),
-                guarded_callback(self, [self, key](caf::error& err) {
-                  // An exception inside the bootstrap: the rooms waiting for
-                  // its answer fail with it now (a retry may meet it again,
-                  // and their deadline would name less). Later rooms ask again.
-                  if (err.category() == error_category &&
-                      static_cast<errc>(err.code()) == errc::internal) {
-                    auto why = to_failure(err, self->state.cfg.self);
-                    for_rooms_of(self, key, [&](decode_room& room) { report(self, room, why); });
-                  }
-                  resolve_failed(self, key, "topology query: " + self->system().render(err));
-                }));
+            .then(guard(self, on_exception,
+                        [self, key](topology& topo) { on_topology(self, key, std::move(topo)); }),
+                  guard(self, on_exception, [self, key](caf::error& err) {
+                    // An exception inside the bootstrap: the rooms waiting for
+                    // its answer fail with it now (a retry may meet it again,
+                    // and their deadline would name less). Later rooms ask again.
+                    if (err.category() == error_category &&
+                        static_cast<errc>(err.code()) == errc::internal) {
+                      auto why = to_failure(err, self->state.cfg.self);
+                      for_rooms_of(self, key, [&](decode_room& room) { report(self, room, why); });
+                    }
+                    resolve_failed(self, key, "topology query: " + self->system().render(err));
+                  }));
       }));
 }
 
@@ -272,7 +271,7 @@ void register_with_decider(self_ptr self) {
   auto& loc = self->state.cfg.decider;
   resolve_published<decider_actor>(
       self, loc.handle, loc.host, loc.port, request_timeout, "decider",
-      guarded_callback(self, [self](caf::expected<decider_actor> found) {
+      guard(self, on_exception, [self](caf::expected<decider_actor> found) {
         auto& st = self->state;
         if (!found) {
           log().warn("{} cannot reach the decider: {}; retrying", who(self),
@@ -284,23 +283,22 @@ void register_with_decider(self_ptr self) {
         member_registration reg{st.cfg.self, caf::actor_cast<decode_rank_actor>(self),
                                 st.cfg.tp_size, st.cfg.pp_size};
         self->request(st.decider, request_timeout, std::move(reg))
-            .then(guarded_callback(self,
-                                   [self](member_ack& ack) {
-                                     auto& st = self->state;
-                                     st.registered = true;
-                                     st.cfg.self.instance = ack.instance;
-                                     st.cfg.self.instance_generation = ack.instance_generation;
-                                     self->monitor(st.decider);
-                                     log().info("{} joined the decider of {}", who(self),
-                                                ack.instance);
-                                     for (auto& [id, room] : st.rooms) {
-                                       join(self, room);
-                                       advance(self, room);
-                                     }
-                                     for (auto& [key, peer] : st.peers)
-                                       start_resolve(self, key);
-                                   }),
-                  guarded_callback(self, [self](caf::error& err) {
+            .then(guard(self, on_exception,
+                        [self](member_ack& ack) {
+                          auto& st = self->state;
+                          st.registered = true;
+                          st.cfg.self.instance = ack.instance;
+                          st.cfg.self.instance_generation = ack.instance_generation;
+                          self->monitor(st.decider);
+                          log().info("{} joined the decider of {}", who(self), ack.instance);
+                          for (auto& [id, room] : st.rooms) {
+                            join(self, room);
+                            advance(self, room);
+                          }
+                          for (auto& [key, peer] : st.peers)
+                            start_resolve(self, key);
+                        }),
+                  guard(self, on_exception, [self](caf::error& err) {
                     log().error("{} refused by the decider: {}; retrying", who(self),
                                 self->system().render(err));
                     self->delayed_send(self, register_retry, register_atom_v);

@@ -1,8 +1,5 @@
 #include "actors/rank/decode_rank.hpp"
 
-#include <algorithm>
-#include <chrono>
-
 #include <caf/actor_cast.hpp>
 
 #include "actors/guard.hpp"
@@ -13,7 +10,6 @@
 #include "actors/rank/decode_rank_steps.hpp"
 #include "actors/rank/rank_guard.hpp"
 #include "actors/rank/room_steps.hpp"
-#include "actors/remote_lookup.hpp"
 #include "messages/room.hpp"
 #include "messages/scheduler.hpp"
 
@@ -21,73 +17,11 @@ namespace kvferry {
 
 namespace decode_steps {
 
-namespace {
-
-constexpr auto quiesce_every = std::chrono::milliseconds{10};
-
 void sync(self_ptr self, decode_room& room) {
   publish(self, room.slot(), room.key(), room.fsm());
 }
 
-void arm_quiesce(self_ptr self) {
-  if (self->state.quiesce_armed || self->state.draining.empty())
-    return;
-  self->state.quiesce_armed = true;
-  self->delayed_send(self, quiesce_every, quiesce_atom_v);
-}
-
-/// Closes the room's fence: once nothing with it can land, its pages are
-/// released to the scheduler. A room that never sent its requests never
-/// opened one.
-/// Nothing more can land in a concluded room's pages through the transport:
-/// its pages go back to the scheduler, once its staging actor (if it stages)
-/// closed it too, so that no scatter writes into them afterwards. The ring
-/// space goes back then as well: no write into it can land any more either.
-void release_quiet(self_ptr self, room_slot_ptr slot, const room_key& key, bool staged) {
-  if (!staged) {
-    if (slot)
-      slot->release();
-    return;
-  }
-  auto done = [slot] {
-    if (slot)
-      slot->release();
-  };
-  self->request(self->state.cfg.staging.handle, caf::infinite, staging_close{key})
-      .then(guarded_callback(self, [done](staging_close&) { done(); }),
-            // The staging actor is gone: it scatters nothing any more.
-            guarded_callback(self, [done](caf::error&) { done(); }));
-}
-
-void release(self_ptr self, decode_room& room) {
-  auto& st = self->state;
-  auto token = room.key().generation;
-  if (!room.requested() || st.cfg.net->close_fence(token)) {
-    release_quiet(self, room.slot(), room.key(), room.staged());
-    return;
-  }
-  fence_drains::drain d{room.slot(), {}, self->clock().now(), room.staged(), room.key()};
-  for (auto& s : room.sources())
-    if (!s.dummy)
-      d.writers.push_back(s.endpoint);
-  st.draining.add(token, std::move(d));
-  arm_quiesce(self);
-}
-
-/// The pages of concluded rooms whose fence is quiet now go back; writers
-/// stuck half way through a batch (frozen, partitioned) are cut off, so that
-/// their batch stops where it is.
-void quiesce(self_ptr self) {
-  auto& st = self->state;
-  st.quiesce_armed = false;
-  auto quiet = st.draining.sweep(
-      self->clock().now(), st.cfg.limits.verdict,
-      [&](uint64_t token) { return st.cfg.net->close_fence(token); },
-      [&](const std::string& writer) { st.cfg.net->disconnect(writer); });
-  for (auto& d : quiet)
-    release_quiet(self, d.slot, d.key, d.staged);
-  arm_quiesce(self);
-}
+namespace {
 
 void send_requests(self_ptr self, decode_room& room);
 
@@ -270,100 +204,11 @@ void on_deadline(self_ptr self, uint64_t id, uint64_t epoch) {
   report(self, room, std::move(why));
 }
 
-/// The scheduler opened room `id`, whose prefill instance is at `where`.
-void open_room(self_ptr self, uint64_t id, const bootstrap_locator& where, room_slot_ptr slot) {
-  auto& st = self->state;
-  if (refuse_reopen(st.rooms, id, slot, st.cfg.self))
-    return;
-  auto key = where.key();
-  auto& room =
-      st.rooms
-          .try_emplace(id, id, std::move(slot), key, st.cfg.self, st.cfg.pool.layout, st.cfg.limits)
-          .first->second;
-  auto [p, fresh] = st.peers.try_emplace(key);
-  if (fresh)
-    p->second.where = where;
-  join(self, room);
-  switch (p->second.phase) {
-    case prefill_peer::stage::ready:
-      advance(self, room);
-      break;
-    case prefill_peer::stage::refused:
-      report(self, room, p->second.refusal);
-      break;
-    case prefill_peer::stage::down:
-      fail_fast(self, room, p->second);
-      break;
-    case prefill_peer::stage::resolving:
-      start_resolve(self, key);
-      break;
-  }
-  sync(self, room);
-}
-
-/// The scheduler's init of a room: where its KV, aux row and states go.
-caf::result<void> init_room(self_ptr self, receiver_init& msg) {
-  auto i = self->state.rooms.find(msg.room);
-  if (i == self->state.rooms.end())
-    return unknown_room(self->state.cfg.self, msg.room);
-  auto& room = i->second;
-  if (auto bad = room.init(std::move(msg.dst_pages), msg.aux_slot, std::move(msg.states))) {
-    report(self, room, std::move(*bad));
-    return caf::unit;
-  }
-  // Cleared before any write can come: a stale row never passes the check.
-  if (room.aux_slot() != no_aux_slot)
-    write_stamp(self->state.cfg.pool, room.aux_slot(), room_key{});
-  advance(self, room);
-  sync(self, room);
-  return caf::unit;
-}
-
-caf::result<void> abort_room(self_ptr self, uint64_t id) {
-  auto i = self->state.rooms.find(id);
-  if (i == self->state.rooms.end())
-    return unknown_room(self->state.cfg.self, id);
-  report(self, i->second,
-         failure{errc::aborted, "aborted by the decode scheduler", self->state.cfg.self});
-  return caf::unit;
-}
-
-/// The scheduler is done with room `id`: it leaves, and its pages go back
-/// once nothing more can land in them.
-caf::result<void> clear_room(self_ptr self, uint64_t id) {
-  auto& st = self->state;
-  auto i = st.rooms.find(id);
-  if (i == st.rooms.end())
-    return unknown_room(self->state.cfg.self, id);
-  auto& room = i->second;
-  if (!room.fsm().terminal())
-    report(self, room,
-           failure{errc::aborted,
-                   "cleared by the decode scheduler in " + to_string(room.fsm().state()),
-                   st.cfg.self});
-  if (st.registered)
-    self->send(st.decider, room_leave{room.key(), st.cfg.self});
-  // Cleared before its verdict: nothing more may land in its pages.
-  if (!room.fsm().terminal() || !room.slot() || !room.slot()->released())
-    if (!st.draining.contains(room.key().generation))
-      release(self, room);
-  st.rooms.erase(i);
-  st.finish_told.erase(id);
-  return caf::unit;
-}
-
-caf::result<room_status> poll_room(self_ptr self, uint64_t id) {
-  auto i = self->state.rooms.find(id);
-  if (i == self->state.rooms.end())
-    return unknown_room(self->state.cfg.self, id);
-  return status_of(i->second);
-}
-
 /// A prefill rank says a chunk of a room landed (in its pages, or in the
 /// staging ring: then it counts once scattered).
 void on_chunk(self_ptr self, const chunk_landed& msg) {
   auto& st = self->state;
-  if (auto old = st.generations.stale(msg.prefill_rank, st.cfg.self)) {
+  if (auto old = st.incarnations_seen.stale(msg.prefill_rank, st.cfg.self)) {
     log().warn("{} ignored chunk {} of {}: {}", who(self), msg.chunk, to_string(msg.key),
                old->cause);
     return;
@@ -445,30 +290,27 @@ decode_rank_actor::behavior_type decode_rank(
     decode_rank_actor::stateful_pointer<decode_rank_state> self, decode_rank_config cfg) {
   using namespace decode_steps;
   self->state.cfg = std::move(cfg);
-  self->set_down_handler(guarded_callback(self, [self](caf::down_msg& dm) { on_down(self, dm); }));
+  self->set_down_handler(
+      guard(self, on_exception, [self](caf::down_msg& dm) { on_down(self, dm); }));
   register_with_decider(self);
-  auto local = [self](const char* what) { return from_this_process(self, who(self), what); };
-  auto refused = [] { return caf::make_error(caf::sec::unexpected_message); };
   return guarded<decode_rank_actor::behavior_type>(
-      [self](const std::string& what) { return on_exception(self, what); },
+      self, on_exception,
       // -- scheduler ------------------------------------------------------------
-      [self, local](room_open_atom, uint64_t id, bootstrap_locator& where, room_slot_ptr& slot) {
-        if (local("room_open"))
-          open_room(self, id, where, std::move(slot));
+      [self](room_open_atom, uint64_t id, bootstrap_locator& where, room_slot_ptr& slot) {
+        from_scheduler(self, "room_open", [&] { open_room(self, id, where, std::move(slot)); });
       },
-      [self, local, refused](receiver_init& msg) -> caf::result<void> {
-        return local("receiver_init") ? init_room(self, msg) : refused();
+      [self](receiver_init& msg) -> caf::result<void> {
+        return from_scheduler(self, "receiver_init", [&] { return init_room(self, msg); });
       },
-      [self, local, refused](room_abort_atom, uint64_t id) -> caf::result<void> {
-        return local("room_abort") ? abort_room(self, id) : refused();
+      [self](room_abort_atom, uint64_t id) -> caf::result<void> {
+        return from_scheduler(self, "room_abort",
+                              [&] { return abort_room(self, id, "the decode scheduler", report); });
       },
-      [self, local, refused](room_clear_atom, uint64_t id) -> caf::result<void> {
-        return local("room_clear") ? clear_room(self, id) : refused();
+      [self](room_clear_atom, uint64_t id) -> caf::result<void> {
+        return from_scheduler(self, "room_clear", [&] { return clear_room(self, id); });
       },
-      [self, local, refused](room_poll_atom, uint64_t id) -> caf::result<room_status> {
-        if (!local("room_poll"))
-          return refused();
-        return poll_room(self, id);
+      [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
+        return from_scheduler(self, "room_poll", [&] { return poll_room(self, id); });
       },
       // -- prefill ranks and their bootstraps -----------------------------------
       [self](chunk_landed& msg) { on_chunk(self, msg); },
@@ -486,7 +328,7 @@ decode_rank_actor::behavior_type decode_rank(
         return {heartbeat_atom_v, seq};
       },
       // -- timers ---------------------------------------------------------------
-      [self](beat_atom) {
+      [self](heartbeat_tick_atom) {
         check_beat(
             self, [self](const decode_room& room) { return decider_of(self, room); },
             [self](decode_room& room, const failure& why) {

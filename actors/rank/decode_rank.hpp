@@ -17,6 +17,7 @@
 
 #include "actors/common/deadlines.hpp"
 #include "actors/common/local_pool.hpp"
+#include "actors/guard.hpp"
 #include "actors/rank/decode_room.hpp"
 #include "actors/rank/fence_drains.hpp"
 #include "actors/rank/incarnations.hpp"
@@ -65,15 +66,17 @@ struct decode_rank_state {
   bool quiesce_armed = false;
   std::map<std::string, prefill_peer> peers;  // by bootstrap_locator::key()
   /// The newest generation seen of each prefill instance.
-  incarnations generations;
+  incarnations incarnations_seen;
   decider_actor decider;
   bool registered = false;
   /// The decider, watched while a keyed room is live here.
-  silence_watch<caf::actor_addr, caf::actor_clock::time_point, rank_ref> heard;
+  silence_watch<caf::actor_addr, caf::actor_clock::time_point, rank_ref> deciders_heard;
   /// Senders of dropped messages, logged once each (actors/sender_check.hpp).
   stranger_log<caf::actor_addr> strangers;
-  bool beat_armed = false;
-  caf::actor_clock::time_point beat_due{};  // when the armed check should run
+  bool tick_armed = false;
+  caf::actor_clock::time_point tick_due{};  // when the armed check should run
+  /// Run first inside the guard of every handler (actors/guard.hpp).
+  handler_hook before_handler;
 };
 
 decode_rank_actor::behavior_type decode_rank(

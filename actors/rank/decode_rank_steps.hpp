@@ -1,7 +1,8 @@
-// The steps of the decode rank actor, shared by its two files: the room side
-// (decode_rank.cpp: rooms, their sequencing, pages) and the prefill side
-// (decode_handshake.cpp: finding prefill instances and shaking hands with
-// them; decode_peers.cpp: losing them).
+// The steps of the decode rank actor, shared by its files: the room side
+// (decode_rank.cpp: rooms and their sequencing; decode_scheduler.cpp: the
+// scheduler's messages; decode_pages.cpp: giving pages back) and the prefill
+// side (decode_handshake.cpp: finding prefill instances and shaking hands
+// with them; decode_peers.cpp: losing them).
 // Internal to the actor; nothing else includes it.
 #pragma once
 
@@ -16,15 +17,11 @@ using self_ptr = decode_rank_actor::stateful_pointer<decode_rank_state>;
 
 // -- the room side (decode_rank.cpp) -------------------------------------------
 
+/// Mirrors the room's state into its published slot and arms its deadline.
+void sync(self_ptr self, decode_room& room);
+
 /// An exception escaped a handler: every live room of this rank fails with it.
 failure on_exception(self_ptr self, const std::string& what);
-
-/// `f` (a response or lookup callback, the down handler), with what it
-/// throws caught like a handler's.
-template <class F>
-auto guarded_callback(self_ptr self, F f) {
-  return guard([self](const std::string& what) { return on_exception(self, what); }, std::move(f));
-}
 
 /// Concludes a room with the decider's verdict, then releases its pages.
 void settle(self_ptr self, decode_room& room, kv_poll outcome, const failure& why);
@@ -48,6 +45,28 @@ void for_rooms_of(self_ptr self, const std::string& key, F f) {
     if (room.peer() == key && !room.fsm().terminal())
       f(room);
 }
+
+// -- the scheduler's messages (decode_scheduler.cpp) -----------------------------
+
+/// The scheduler opened room `id`, whose prefill instance is at `where`.
+void open_room(self_ptr self, uint64_t id, const bootstrap_locator& where, room_slot_ptr slot);
+
+/// The scheduler's init of a room: where its KV, aux row and states go.
+caf::result<void> init_room(self_ptr self, receiver_init& msg);
+
+/// The scheduler is done with room `id`: it leaves, and its pages go back
+/// once nothing more can land in them.
+caf::result<void> clear_room(self_ptr self, uint64_t id);
+
+// -- pages (decode_pages.cpp) ---------------------------------------------------
+
+/// A concluded room's pages go back once nothing more can land in them: at
+/// once if its fence closes quiet, else after fence_drains sees it quiet.
+void release(self_ptr self, decode_room& room);
+
+/// The pages of concluded rooms whose fence is quiet now go back; writers
+/// stuck half way through a batch are cut off.
+void quiesce(self_ptr self);
 
 // -- the prefill side: handshakes (decode_handshake.cpp) ------------------------
 

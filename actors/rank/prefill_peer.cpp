@@ -20,7 +20,7 @@ prefill_peer::reading prefill_peer::read(const topology& topo, const rank_ref& m
     everyone.push_back({r.rank, r.handle, r.control});
   instance_size psize{topo.tp_size, topo.pp_size};
   if (auto bad = check_sizes(psize, decode)) {
-    out.what = reading::verdict::refused;
+    out.what = reading::action::refused;
     out.refusal = failure{errc::unsupported, *bad, me};
     return out;
   }
@@ -35,13 +35,13 @@ prefill_peer::reading prefill_peer::read(const topology& topo, const rank_ref& m
     auto reg = std::find_if(topo.ranks.begin(), topo.ranks.end(),
                             [&](auto& r) { return r.rank.tp == s.tp && r.rank.pp == s.pp; });
     if (reg == topo.ranks.end()) {
-      out.what = reading::verdict::retry;
+      out.what = reading::action::retry;
       out.error = "no prefill rank tp" + std::to_string(s.tp) + " pp" + std::to_string(s.pp) +
                   " in the topology";
       return out;
     }
     if (auto bad = check_pairing(reg->layout, mine)) {
-      out.what = reading::verdict::refused;
+      out.what = reading::action::refused;
       out.refusal = failure{bad->code, bad->cause, me};
       return out;
     }
@@ -49,7 +49,7 @@ prefill_peer::reading prefill_peer::read(const topology& topo, const rank_ref& m
     handles.emplace(reg->rank, reg->handle);
     out.sources.push_back(*reg);
   }
-  out.what = reading::verdict::handshake;
+  out.what = reading::action::handshake;
   return out;
 }
 

@@ -37,11 +37,11 @@ struct prefill_peer {
 
   /// What a complete topology of the instance means for this decode rank.
   struct reading {
-    enum class verdict {
+    enum class action {
       handshake,  ///< register with `sources` (their registrations, in order)
       refused,    ///< the pairing cannot work: `refusal`
       retry,      ///< not usable yet: `error`
-    } what = verdict::retry;
+    } what = action::retry;
     std::vector<rank_registration> sources;
     failure refusal;
     std::string error;

@@ -182,7 +182,7 @@ void register_with_bootstrap(self_ptr self) {
   auto& loc = self->state.cfg.bootstrap;
   resolve_published<bootstrap_actor>(
       self, loc.handle, loc.host, loc.port, request_timeout, "bootstrap",
-      guarded_callback(self, [self](caf::expected<bootstrap_actor> found) {
+      guard(self, on_exception, [self](caf::expected<bootstrap_actor> found) {
         auto& st = self->state;
         if (!found) {
           log().warn("{} cannot reach bootstrap {}: {}; retrying", who(self),
@@ -196,16 +196,16 @@ void register_with_bootstrap(self_ptr self) {
                               st.cfg.tp_size,       st.cfg.pp_size,
                               st.cfg.control,       st.cfg.rank_generation};
         self->request(st.bootstrap, request_timeout, std::move(reg))
-            .then(guarded_callback(self,
-                                   [self](registration_ack& ack) {
-                                     auto& st = self->state;
-                                     st.registered = true;
-                                     st.cfg.self.instance = ack.instance;
-                                     st.cfg.self.instance_generation = ack.instance_generation;
-                                     log().info("{} registered with bootstrap {}", who(self),
-                                                st.cfg.bootstrap.key());
-                                   }),
-                  guarded_callback(self, [self](caf::error& err) {
+            .then(guard(self, on_exception,
+                        [self](registration_ack& ack) {
+                          auto& st = self->state;
+                          st.registered = true;
+                          st.cfg.self.instance = ack.instance;
+                          st.cfg.self.instance_generation = ack.instance_generation;
+                          log().info("{} registered with bootstrap {}", who(self),
+                                     st.cfg.bootstrap.key());
+                        }),
+                  guard(self, on_exception, [self](caf::error& err) {
                     log().error("{} registration refused by bootstrap {}: {}; retrying", who(self),
                                 self->state.cfg.bootstrap.key(), self->system().render(err));
                     self->delayed_send(self, register_retry, register_atom_v);
@@ -227,7 +227,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
     log().log(level, "{} {}: its decider went down: {}", who(self), to_string(r->second.key()),
               caf::to_string(dm.reason));
     settle_without_decider(self, r->second,
-                           decider_lost(st.heard.label_or(dm.source, unknown_decider())));
+                           decider_lost(st.deciders_heard.label_or(dm.source, unknown_decider())));
   }
   for (auto i = st.peers.begin(); i != st.peers.end();) {
     if (i->second.handle.address() != dm.source) {
@@ -256,7 +256,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
 /// this rank: it becomes a destination of rooms, or is refused with why.
 caf::result<dest_accepted> accept_decode(self_ptr self, dest_registration& reg) {
   auto& st = self->state;
-  if (auto old = st.generations.stale(reg.decode_rank, st.cfg.self)) {
+  if (auto old = st.incarnations_seen.stale(reg.decode_rank, st.cfg.self)) {
     log().warn("{} refused decode {}: {}", who(self), to_string(reg.decode_rank), old->cause);
     return make_error(old->code, old->cause);
   }
@@ -264,7 +264,7 @@ caf::result<dest_accepted> accept_decode(self_ptr self, dest_registration& reg) 
     log().error("{} refused decode {}: {}", who(self), to_string(reg.decode_rank), bad->cause);
     return make_error(bad->code, bad->cause);
   }
-  if (auto seen = st.generations.note(reg.decode_rank); seen.replaced)
+  if (auto seen = st.incarnations_seen.note(reg.decode_rank); seen.replaced)
     forget_incarnation(self, reg.decode_rank, seen.previous);
   self->monitor(reg.handle);
   st.peers.insert_or_assign(reg.decode_rank, prefill_rank_state::peer{reg.handle, reg.layout});
@@ -285,7 +285,7 @@ caf::result<dest_accepted> accept_decode(self_ptr self, dest_registration& reg) 
 void on_request(self_ptr self, room_request& req) {
   auto& st = self->state;
 
-  if (auto old = st.generations.stale(req.decode_rank, st.cfg.self)) {
+  if (auto old = st.incarnations_seen.stale(req.decode_rank, st.cfg.self)) {
     self->send(req.decider, room_failure{req.key, std::move(*old)});
     return;
   }

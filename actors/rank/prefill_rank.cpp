@@ -113,7 +113,8 @@ void on_deadline(self_ptr self, uint64_t id, uint64_t epoch) {
         // these words.
         [&] {
           settle_without_decider(
-              self, room, decider_lost(st.heard.label_or(decider.address(), unknown_decider())));
+              self, room,
+              decider_lost(st.deciders_heard.label_or(decider.address(), unknown_decider())));
         },
         [&](const failure& why) { settle(self, room, kv_poll::failed, why); });
     return;
@@ -169,15 +170,6 @@ caf::result<void> send_chunk(self_ptr self, chunk_send& msg) {
   return caf::unit;
 }
 
-caf::result<void> abort_room(self_ptr self, uint64_t id) {
-  auto i = self->state.rooms.find(id);
-  if (i == self->state.rooms.end())
-    return unknown_room(self->state.cfg.self, id);
-  report(self, i->second,
-         failure{errc::aborted, "aborted by the prefill scheduler", self->state.cfg.self});
-  return caf::unit;
-}
-
 /// The scheduler is done with room `id`: its outcome stays as a tombstone
 /// for messages that come late.
 caf::result<void> clear_room(self_ptr self, uint64_t id) {
@@ -196,13 +188,6 @@ caf::result<void> clear_room(self_ptr self, uint64_t id) {
   st.deciders.erase(id);
   st.finish_told.erase(id);
   return caf::unit;
-}
-
-caf::result<room_status> poll_room(self_ptr self, uint64_t id) {
-  auto i = self->state.rooms.find(id);
-  if (i == self->state.rooms.end())
-    return unknown_room(self->state.cfg.self, id);
-  return status_of(i->second);
 }
 
 /// The transfer actor wrote a chunk (or could not: `why`): its decode rank
@@ -241,37 +226,35 @@ prefill_rank_actor::behavior_type prefill_rank(
     prefill_rank_actor::stateful_pointer<prefill_rank_state> self, prefill_rank_config cfg) {
   using namespace prefill_steps;
   self->state.cfg = std::move(cfg);
-  self->set_down_handler(guarded_callback(self, [self](caf::down_msg& dm) { on_down(self, dm); }));
+  self->set_down_handler(
+      guard(self, on_exception, [self](caf::down_msg& dm) { on_down(self, dm); }));
   // The transfer actor lives and dies with its rank: no orphan keeps writing.
   self->link_to(self->state.cfg.transfer);
   if ((!self->state.cfg.bootstrap.host.empty() || self->state.cfg.bootstrap.handle) &&
       !self->state.cfg.publish_first)
     register_with_bootstrap(self);
-  auto local = [self](const char* what) { return from_this_process(self, who(self), what); };
-  auto refused = [] { return caf::make_error(caf::sec::unexpected_message); };
   return guarded<prefill_rank_actor::behavior_type>(
-      [self](const std::string& what) { return on_exception(self, what); },
+      self, on_exception,
       // -- scheduler ------------------------------------------------------------
-      [self, local](room_open_atom, uint64_t id, room_slot_ptr slot) {
-        if (local("room_open"))
-          open_room(self, id, std::move(slot));
+      [self](room_open_atom, uint64_t id, room_slot_ptr slot) {
+        from_scheduler(self, "room_open", [&] { open_room(self, id, std::move(slot)); });
       },
-      [self, local, refused](sender_init& msg) -> caf::result<void> {
-        return local("sender_init") ? init_room(self, msg) : refused();
+      [self](sender_init& msg) -> caf::result<void> {
+        return from_scheduler(self, "sender_init", [&] { return init_room(self, msg); });
       },
-      [self, local, refused](chunk_send& msg) -> caf::result<void> {
-        return local("chunk_send") ? send_chunk(self, msg) : refused();
+      [self](chunk_send& msg) -> caf::result<void> {
+        return from_scheduler(self, "chunk_send", [&] { return send_chunk(self, msg); });
       },
-      [self, local, refused](room_abort_atom, uint64_t id) -> caf::result<void> {
-        return local("room_abort") ? abort_room(self, id) : refused();
+      [self](room_abort_atom, uint64_t id) -> caf::result<void> {
+        return from_scheduler(self, "room_abort", [&] {
+          return abort_room(self, id, "the prefill scheduler", report);
+        });
       },
-      [self, local, refused](room_clear_atom, uint64_t id) -> caf::result<void> {
-        return local("room_clear") ? clear_room(self, id) : refused();
+      [self](room_clear_atom, uint64_t id) -> caf::result<void> {
+        return from_scheduler(self, "room_clear", [&] { return clear_room(self, id); });
       },
-      [self, local, refused](room_poll_atom, uint64_t id) -> caf::result<room_status> {
-        if (!local("room_poll"))
-          return refused();
-        return poll_room(self, id);
+      [self](room_poll_atom, uint64_t id) -> caf::result<room_status> {
+        return from_scheduler(self, "room_poll", [&] { return poll_room(self, id); });
       },
       // -- decode ranks, deciders and the bootstrap -----------------------------
       [self](dest_registration& reg) -> caf::result<dest_accepted> {
@@ -294,7 +277,7 @@ prefill_rank_actor::behavior_type prefill_rank(
         expire_waiting(self, id, generation);
       },
       [self](register_atom) { register_with_bootstrap(self); },
-      [self](beat_atom) {
+      [self](heartbeat_tick_atom) {
         check_beat(
             self, [self](const prefill_room& room) { return decider_of(self, room); },
             [self](prefill_room& room, const failure& why) {

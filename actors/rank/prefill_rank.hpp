@@ -17,6 +17,7 @@
 #include <caf/actor_clock.hpp>
 
 #include "actors/common/deadlines.hpp"
+#include "actors/guard.hpp"
 #include "actors/rank/early_arrivals.hpp"
 #include "actors/rank/incarnations.hpp"
 #include "actors/rank/prefill_room.hpp"
@@ -76,7 +77,7 @@ struct prefill_rank_state {
   };
   std::map<rank_ref, peer> peers;
   /// The newest generation seen of each decode instance.
-  incarnations generations;
+  incarnations incarnations_seen;
 
   bootstrap_actor bootstrap;
   bool registered = false;
@@ -88,9 +89,11 @@ struct prefill_rank_state {
   /// The other ranks of this instance, from the bootstrap's last topology.
   std::vector<prefill_rank_actor> siblings;
   /// The deciders of this rank's live rooms, watched for silence.
-  silence_watch<caf::actor_addr, caf::actor_clock::time_point, rank_ref> heard;
-  bool beat_armed = false;
-  caf::actor_clock::time_point beat_due{};  // when the armed check should run
+  silence_watch<caf::actor_addr, caf::actor_clock::time_point, rank_ref> deciders_heard;
+  bool tick_armed = false;
+  caf::actor_clock::time_point tick_due{};  // when the armed check should run
+  /// Run first inside the guard of every handler (actors/guard.hpp).
+  handler_hook before_handler;
 };
 
 prefill_rank_actor::behavior_type prefill_rank(

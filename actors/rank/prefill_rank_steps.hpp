@@ -19,13 +19,6 @@ using self_ptr = prefill_rank_actor::stateful_pointer<prefill_rank_state>;
 /// An exception escaped a handler: every live room of this rank fails with it.
 failure on_exception(self_ptr self, const std::string& what);
 
-/// `f` (a response or lookup callback, the down handler), with what it
-/// throws caught like a handler's.
-template <class F>
-auto guarded_callback(self_ptr self, F f) {
-  return guard([self](const std::string& what) { return on_exception(self, what); }, std::move(f));
-}
-
 /// Mirrors the room's state into its published slot and schedules its
 /// deadline; a concluded room with no write in flight releases its pages.
 void sync(self_ptr self, prefill_room& room);

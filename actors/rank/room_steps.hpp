@@ -1,10 +1,12 @@
 // The steps both rank actors take with a room, whatever its side: mirror its
 // state into the slot the scheduler polls and arm its deadline, conclude it,
-// answer a poll, refuse a room that is not open.
+// answer a poll, abort it, refuse a room that is not open.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include <caf/result.hpp>
 
 #include "actors/log.hpp"
 #include "actors/rank/room_fsm.hpp"
@@ -64,6 +66,29 @@ bool refuse_reopen(const Rooms& rooms, uint64_t id, const room_slot_ptr& slot, c
 inline caf::error unknown_room(const rank_ref& me, uint64_t id) {
   return make_error(errc::unknown_room,
                     "room " + std::to_string(id) + " is not open on " + to_string(me));
+}
+
+/// The answer to the scheduler's poll of room `id` (`Self`'s state has
+/// `cfg.self` and `rooms`).
+template <class Self>
+caf::result<room_status> poll_room(Self* self, uint64_t id) {
+  auto i = self->state.rooms.find(id);
+  if (i == self->state.rooms.end())
+    return unknown_room(self->state.cfg.self, id);
+  return status_of(i->second);
+}
+
+/// The scheduler (`by`: "the prefill scheduler") aborts room `id`: it fails
+/// with errc::aborted through `report(self, room, why)`, the rank's way of
+/// failing a room (its decider decides for every rank).
+template <class Self, class Report>
+caf::result<void> abort_room(Self* self, uint64_t id, const char* by, Report report) {
+  auto i = self->state.rooms.find(id);
+  if (i == self->state.rooms.end())
+    return unknown_room(self->state.cfg.self, id);
+  report(self, i->second,
+         failure{errc::aborted, std::string{"aborted by "} + by, self->state.cfg.self});
+  return caf::unit;
 }
 
 }  // namespace kvferry

@@ -1,7 +1,6 @@
 #include "actors/staging/staging_actor.hpp"
 
 #include <span>
-#include <stdexcept>
 #include <string>
 
 #include <caf/actor_cast.hpp>
@@ -33,8 +32,9 @@ void tell_watermark(self_ptr self) {
 }
 
 /// Runs a scatter: the writer's block in the ring into the room's pages,
-/// every piece checked against the ring and its KV buffer.
-void run_scatter(self_ptr self, const staging_book::scatter& s) {
+/// every piece checked against the ring and its KV buffer. A piece that does
+/// not fit fails the room (nothing was copied past the bad piece's buffer).
+failure run_scatter(self_ptr self, const staging_book::scatter& s) {
   auto& st = self->state;
   auto& pool = st.cfg.pool;
   auto lists = segments_by_buffer(s.copies, pool.kv_bases.size(), s.ring_offset, false);
@@ -44,9 +44,12 @@ void run_scatter(self_ptr self, const staging_book::scatter& s) {
       continue;
     std::span<std::byte> buffer{pool.kv_bases[b], pool.layout.kv_buffers[b].length};
     if (auto rc = pool.copy_segments(buffer, ring, lists[b]); !rc.ok())
-      throw std::logic_error("scatter into KV buffer " + std::to_string(b) + ": " + rc.message());
+      return failure{errc::internal,
+                     "scatter failed: into KV buffer " + std::to_string(b) + ": " + rc.message(),
+                     st.cfg.self};
   }
   ++st.scatters;
+  return {};
 }
 
 caf::result<staging_grant> answer(self_ptr self, const staging_ask& a) {
@@ -63,7 +66,7 @@ void arm_sweep(self_ptr self) {
   if (st.sweep_armed || st.waiting.empty())
     return;
   st.sweep_armed = true;
-  self->delayed_send(self, st.cfg.ask_wait / 4 + std::chrono::milliseconds{1}, expire_atom_v);
+  self->delayed_send(self, st.cfg.ask_wait / 4 + std::chrono::milliseconds{1}, sweep_atom_v);
 }
 
 /// An exception escaped a handler: the room its message concerned fails at
@@ -90,7 +93,7 @@ failure on_exception(self_ptr self, const std::string& what) {
     opening.key = msg.get_as<staging_room>(0).key;
     if (rank)
       self->send(rank, chunk_scattered{opening, why});
-  } else if (msg.match_elements<expire_atom>()) {
+  } else if (msg.match_elements<sweep_atom>()) {
     for (auto& [key, parked] : st.waiting)
       parked.promise.deliver(to_error(why));
     st.waiting.clear();
@@ -105,10 +108,9 @@ staging_actor::behavior_type staging(staging_actor::stateful_pointer<staging_sta
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.book = std::make_unique<staging_book>(st.cfg.pool.layout, st.cfg.self, st.cfg.ring_size);
-  auto on_ex = [self](const std::string& what) { return on_exception(self, what); };
   self->set_down_handler([self](caf::down_msg& m) { self->state.writers.erase(m.source); });
   return guarded<staging_actor::behavior_type>(
-      on_ex,
+      self, on_exception,
       [self](staging_ask& a) -> caf::result<staging_grant> {
         auto& st = self->state;
         auto writer = caf::actor_cast<transfer_actor>(self->current_sender());
@@ -155,17 +157,13 @@ staging_actor::behavior_type staging(staging_actor::stateful_pointer<staging_sta
           self->send(rank, chunk_scattered{msg, *f});
           return;
         }
-        failure why;
-        try {
-          run_scatter(self, std::get<staging_book::scatter>(r));
-        } catch (const std::exception& e) {
-          why = failure{errc::internal, std::string{"scatter failed: "} + e.what(), st.cfg.self};
+        auto why = run_scatter(self, std::get<staging_book::scatter>(r));
+        if (why)
           log().error("{} {}: {}", who(self), to_string(msg.key), why.cause);
-        }
         self->send(rank, chunk_scattered{msg, why});
         tell_watermark(self);
       },
-      [self](expire_atom) {
+      [self](sweep_atom) {
         auto& st = self->state;
         st.sweep_armed = false;
         auto now = self->clock().now();

@@ -19,6 +19,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/common/local_pool.hpp"
+#include "actors/guard.hpp"
 #include "actors/staging/staging_book.hpp"
 #include "messages/handles.hpp"
 
@@ -47,6 +48,8 @@ struct staging_state {
   std::map<caf::actor_addr, transfer_actor> writers;  // to tell of the watermark
   uint64_t told = 0;                                  // the watermark they were told
   uint64_t scatters = 0;                              // writer blocks scattered (tests look)
+  /// Run first inside the guard of every handler (actors/guard.hpp).
+  handler_hook before_handler;
 };
 
 staging_actor::behavior_type staging(staging_actor::stateful_pointer<staging_state> self,

@@ -52,12 +52,13 @@ std::vector<uint64_t> staged_queue::waiting(const rank_ref& peer) const {
   return out;
 }
 
-std::vector<std::pair<uint64_t, rank_ref>> staged_queue::oldest_first() const {
-  std::vector<std::pair<uint64_t, rank_ref>> out;
+std::vector<staged_queue::waiting_job> staged_queue::oldest_first() const {
+  std::vector<waiting_job> out;
   for (auto& [peer, jobs] : queues_)
     for (auto& e : jobs)
-      out.emplace_back(e.id, peer);
-  std::sort(out.begin(), out.end());
+      out.push_back({e.id, peer});
+  std::sort(out.begin(), out.end(),
+            [](const waiting_job& a, const waiting_job& b) { return a.job < b.job; });
   return out;
 }
 

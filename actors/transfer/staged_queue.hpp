@@ -37,8 +37,15 @@ class staged_queue {
   /// Forgets `peer`'s queue (the peer is gone or registered again).
   void forget(const rank_ref& peer) { queues_.erase(peer); }
 
+  /// A waiting job and the peer whose ring it waits for.
+  struct waiting_job {
+    uint64_t job = 0;
+    rank_ref peer;
+    bool operator==(const waiting_job&) const = default;
+  };
+
   /// Every waiting job with its peer, oldest (lowest id) first.
-  std::vector<std::pair<uint64_t, rank_ref>> oldest_first() const;
+  std::vector<waiting_job> oldest_first() const;
 
   /// Jobs waiting, over every peer.
   size_t size() const;

@@ -13,6 +13,7 @@
 #include <caf/send.hpp>
 #include <caf/weak_intrusive_ptr.hpp>
 
+#include "actors/guard.hpp"
 #include "actors/log.hpp"
 #include "actors/plan/planner.hpp"
 #include "actors/transfer/to_failure.hpp"
@@ -78,9 +79,9 @@ void post_aux(self_ptr self, uint64_t id) {
 
 void on_job(self_ptr self, uint64_t id, chunk_job& job) {
   auto& st = self->state;
+  st.reply_to[id] = caf::actor_cast<prefill_rank_actor>(self->current_sender());
   auto& j = st.book.open(id);
   j.meta = std::move(job);
-  st.reply_to[id] = caf::actor_cast<prefill_rank_actor>(self->current_sender());
   auto peer = st.peers.find(j.meta.peer);
   if (peer == st.peers.end()) {
     auto why = st.unreachable.count(j.meta.peer) ? st.unreachable[j.meta.peer]
@@ -104,25 +105,11 @@ void on_job(self_ptr self, uint64_t id, chunk_job& job) {
   launch(self, id, std::move(plan).value());
 }
 
-/// A chunk job arrived. An exception fails its room, never the actor.
+/// A chunk job arrived.
 void take_job(self_ptr self, chunk_job& job) {
-  auto key = job.key;
-  auto peer = job.peer;
-  auto chunk = job.chunk;
   auto id = self->state.book.draw();
-  try {
-    on_job(self, id, job);
-  } catch (const std::exception& e) {
-    // Never let one room's error take the actor down: fail that room.
-    abandon(self, id);
-    chunk_result r;
-    r.key = key;
-    r.peer = peer;
-    r.chunk = chunk;
-    r.why = failure{errc::internal, std::string{"exception in the transfer actor: "} + e.what(),
-                    self->state.self};
-    self->send(caf::actor_cast<prefill_rank_actor>(self->current_sender()), std::move(r));
-  }
+  handles(self, "a chunk job", id);
+  on_job(self, id, job);
 }
 
 void on_done(self_ptr self, batch_done& done) {
@@ -272,20 +259,25 @@ transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer
           caf::actor_cast<transfer_actor>(strong),
           batch_done{c.cookie, static_cast<uint8_t>(c.result.error_code()), c.result.message()});
   });
-  return {
-      [self](peer_connect& pc) { connect_peer(self, pc); },
+  return guarded<transfer_actor::behavior_type>(
+      self, on_exception,
+      [self](peer_connect& pc) {
+        handles(self, "a peer connect", std::nullopt);
+        connect_peer(self, pc);
+      },
       [self](chunk_job& job) { take_job(self, job); },
       [self](batch_done& done) {
-        auto job = self->state.book.job_of(done.cookie);
-        shielded(self, "a batch completion", job, [&] { on_done(self, done); });
+        handles(self, "a batch completion", self->state.book.job_of(done.cookie));
+        on_done(self, done);
       },
       [self](staging_watermark& wm) {
-        shielded(self, "a staging watermark", std::nullopt, [&] { on_watermark(self, wm); });
+        handles(self, "a staging watermark", std::nullopt);
+        on_watermark(self, wm);
       },
-      [self](expire_atom, uint64_t id) {
-        shielded(self, "a staging timer", id, [&] { on_slot_timeout(self, id); });
-      },
-  };
+      [self](slot_timeout_atom, uint64_t id) {
+        handles(self, "a staging timer", id);
+        on_slot_timeout(self, id);
+      });
 }
 
 }  // namespace kvferry

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/common/local_pool.hpp"
@@ -80,6 +81,15 @@ struct transfer_state {
   transfer_staging staging;
   gather_space gathered;
   std::shared_ptr<transfer_counters> counters;
+  /// What the handler running now handles: what a throw in it fails
+  /// (transfer_shield.cpp). Every handler notes it first. (No
+  /// before_handler hook here: tests make this actor throw through the
+  /// transport it calls, tests/support/faulty_transport.hpp.)
+  struct handling {
+    const char* what = "";
+    std::optional<uint64_t> job;  ///< the job it works on, if one
+    uint64_t first_cookie = 0;    ///< the first batch it may post
+  } now;
 };
 
 /// Spawns with the prefill rank it serves, that rank's pool, and the transport

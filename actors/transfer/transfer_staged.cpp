@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/guard.hpp"
 #include "actors/log.hpp"
 #include "actors/plan/staging_plan.hpp"
 #include "actors/transfer/staged_pass.hpp"
@@ -164,17 +165,17 @@ void start_staged(self_ptr self, uint64_t id) {
   staging_ask ask{j.meta.key, st.self, j.meta.chunk, j.meta.first_page, pages, j.staged_bytes};
   auto rank = j.meta.peer;
   self->request(peer.staging.handle, st.staging.slot_wait, std::move(ask))
-      .then(
-          [self, id, rank](staging_grant& g) {
-            shielded(self, "a staging grant", id, [&] { on_grant(self, id, rank, g); });
-          },
-          [self, id](caf::error& err) {
-            shielded(self, "a refused staging ask", id, [&] {
+      .then(guard(self, on_exception,
+                  [self, id, rank](staging_grant& g) {
+                    handles(self, "a staging grant", id);
+                    on_grant(self, id, rank, g);
+                  }),
+            guard(self, on_exception, [self, id](caf::error& err) {
+              handles(self, "a refused staging ask", id);
               drop_staged(self, id, to_failure(err, self->state.self));
               pump_all(self);
-            });
-          });
-  self->delayed_send(self, st.staging.slot_wait, expire_atom_v, id);
+            }));
+  self->delayed_send(self, st.staging.slot_wait, slot_timeout_atom_v, id);
 }
 
 void on_watermark(self_ptr self, const staging_watermark& wm) {

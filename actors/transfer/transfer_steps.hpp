@@ -7,8 +7,8 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
+#include <string>
 
 #include "actors/plan/planner.hpp"
 #include "actors/transfer/transfer_actor.hpp"
@@ -50,11 +50,12 @@ void on_slot_timeout(self_ptr self, uint64_t id);
 
 // -- what a throw fails (transfer_shield.cpp) ---------------------------------
 
-/// Runs `f`, the work of a handler of `handling` (of job `job`, if it has
-/// one). What it throws never takes the actor (and every room of its rank)
-/// down: the rooms it concerns fail at once (rooms_hit_by_throw) and the
-/// actor carries on.
-void shielded(self_ptr self, const char* handling, std::optional<uint64_t> job,
-              const std::function<void()>& f);
+/// Notes what the handler about to run handles (job `job`, if it works on
+/// one): a throw in it fails the rooms that concerns (rooms_hit_by_throw).
+void handles(self_ptr self, const char* what, std::optional<uint64_t> job);
+
+/// A handler threw `what`: the rooms it concerns fail at once, each of their
+/// jobs with the chunk_result a failed write sends; the actor carries on.
+failure on_exception(self_ptr self, const std::string& what);
 
 }  // namespace kvferry::transfer_steps

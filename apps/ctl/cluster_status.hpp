@@ -15,7 +15,7 @@
 
 #include "apps/launch/cluster_file.hpp"
 #include "messages/bootstrap.hpp"
-#include "messages/status.hpp"
+#include "messages/node_status.hpp"
 
 namespace kvferry::ctl {
 

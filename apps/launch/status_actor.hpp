@@ -19,7 +19,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "messages/status.hpp"
+#include "messages/node_status.hpp"
 
 namespace kvferry::launch {
 

@@ -179,7 +179,7 @@ decider_actor::behavior_type silent_decider(std::shared_ptr<int> reports) {
       [reports](room_failure&) { ++*reports; },
       [](room_leave&) {},
       [](reach_peers& r) { return r; },
-      [](beat_atom) {},
+      [](heartbeat_tick_atom) {},
       [](expire_atom, uint64_t, uint64_t) {},
   };
 }

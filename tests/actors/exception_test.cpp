@@ -1,11 +1,17 @@
 // An exception inside any actor: the actor carries on, the rooms the
 // exception concerns fail at once on every rank with one cause that names the
 // exception and the actor, and later rooms move every byte. Each case throws
-// inside one actor (a fault planted in its guard, or a transport whose post
-// throws) while a room is live.
+// inside one actor while a room is live: a fault planted in the actor's
+// before_handler hook (actors/guard.hpp), or a transport whose post throws
+// (the transfer actor's seam).
 #include "tests/support/instance_fixture.hpp"
 
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <utility>
 #include "actors/common/decider_lost.hpp"
+
 #include "actors/guard.hpp"
 #include "actors/staging/staging_actor.hpp"
 #include "messages/staging.hpp"
@@ -16,14 +22,26 @@ using namespace kvferry::test;
 namespace {
 
 struct exception_fixture : instance_fixture {
+  /// Plants fault `what` in `who`'s guard: the next handler (or callback)
+  /// of that actor throws it, once. Returns whether it has fired.
+  template <class State, class Handle>
+  std::function<bool()> plant(const Handle& who, const std::string& what) {
+    auto fired = std::make_shared<bool>(false);
+    state_of<State>(who).before_handler = [fired, what] {
+      if (!std::exchange(*fired, true))
+        throw std::runtime_error(what);
+    };
+    return [fired] { return *fired; };
+  }
+
   /// Plants a fault and runs the next job of `who`, which must have a
   /// message waiting: the fault fires inside that actor's guard.
-  template <class Handle>
+  template <class State, class Handle>
   void throw_in(const Handle& who, const std::string& what) {
     REQUIRE(sched.prioritize(who));
-    planted_fault = what;
+    auto fired = plant<State>(who, what);
     sched.run_once();
-    CHECK(planted_fault.empty());  // it fired there, not elsewhere
+    CHECK(fired());  // it fired there
   }
 
   /// Opens room `id` on every rank and sends its first page only: the room
@@ -93,7 +111,7 @@ TEST_CASE_METHOD(exception_fixture,
   REQUIRE(h.senders[0].poll() == kv_poll::transferring);
   auto p = prefill[0].rt->prefill();
   self->send(p, room_poll_atom_v, uint64_t{80});
-  throw_in(p, "planted fault");
+  throw_in<prefill_rank_state>(p, "planted fault");
   sched.run();
   auto why = one_failure(h);
   CHECK(why.code == errc::internal);
@@ -109,7 +127,7 @@ TEST_CASE_METHOD(exception_fixture,
   auto h = open_live(82);
   sched.run();
   self->send(dec, room_leave{room_key{999, 1}, decode[0].rt->rank()});
-  throw_in(dec, "planted fault");
+  throw_in<decider_state>(dec, "planted fault");
   sched.run();
   auto why = one_failure(h);
   CHECK(why.code == errc::internal);
@@ -128,7 +146,7 @@ TEST_CASE_METHOD(exception_fixture,
   auto h = open_room(84, {0, 1}, {4, 5}, 1, 1, 1);
   run_live();
   thaw(boot);
-  throw_in(boot, "planted fault");  // the first topology query
+  throw_in<bootstrap_state>(boot, "planted fault");  // the first topology query
   sched.run();
   auto why = one_failure(h);
   CHECK(why.code == errc::internal);
@@ -141,6 +159,9 @@ TEST_CASE_METHOD(exception_fixture,
                  "an exception on a batch completion fails that room at once everywhere - the "
                  "transfer actor carries on",
                  "[actors][exception]") {
+  auto fault = faults[0] = std::make_shared<faulty_transport::plan>();
+  fault->unordered_writes = true;
+  fault->throw_at[1] = "planted fault";
   start(1, 1, 1, 1);
   auto r = decode[0].rt->make_receiver(86, where());
   r.init({4, 5}, 1);
@@ -153,9 +174,10 @@ TEST_CASE_METHOD(exception_fixture,
   s.send({0, 1}, true);
   expect((chunk_send), from(_).to(p));
   expect((chunk_job), from(p).to(t));
-  planted_fault = "planted fault";
+  // The KV batch is post 0; its completion's handler posts the aux row
+  // (post 1), which throws.
   expect((batch_done), from(_).to(t));
-  CHECK(planted_fault.empty());
+  CHECK(fault->posts == 2u);
   sched.run();  // no time passes: no deadline is needed
   room_handles h;
   h.senders.push_back(std::move(s));
@@ -200,9 +222,9 @@ TEST_CASE_METHOD(exception_fixture,
   run_live();
   thaw(stg);
   // Its decode rank opened the room there first; the writer's ask waits behind.
-  planted_fault = "planted fault";
+  auto fired = plant<staging_state>(stg, "planted fault");
   expect((staging_room), from(decode[0].rt->decode()).to(stg));
-  CHECK(planted_fault.empty());
+  CHECK(fired());
   sched.run();
   auto why = one_failure(h);
   CHECK(why.code == errc::internal);

@@ -167,10 +167,10 @@ TEST_CASE_METHOD(heartbeat_fixture, "idle: the decider pings its members - the r
   CHECK(d.pings >= static_cast<uint64_t>(2 * (30s / limits.heartbeat) - 2));
   for (auto& r : decode) {
     CHECK_FALSE(d.beats.lost(r.rt->rank()));
-    CHECK_FALSE(state_of<decode_rank_state>(r.rt->decode()).beat_armed);
+    CHECK_FALSE(state_of<decode_rank_state>(r.rt->decode()).tick_armed);
   }
   for (auto& r : prefill)
-    CHECK_FALSE(state_of<prefill_rank_state>(r.rt->prefill()).beat_armed);
+    CHECK_FALSE(state_of<prefill_rank_state>(r.rt->prefill()).tick_armed);
   auto next = open_room(71, {5, 6}, {7, 8}, 2, 2, 1);
   sched.run();
   for (auto& w : views(next))

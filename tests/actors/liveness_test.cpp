@@ -9,7 +9,7 @@
 
 using namespace kvferry;
 
-using verdict = liveness<std::string>::verdict;
+using standing = liveness<std::string>::standing;
 
 TEST_CASE("liveness lets one ping out at a time", "[logic][heartbeat]") {
   liveness<std::string> l{3};
@@ -19,7 +19,7 @@ TEST_CASE("liveness lets one ping out at a time", "[logic][heartbeat]") {
   CHECK_FALSE(l.ping("a"));  // the first is still out
   l.answered("a");
   CHECK(l.ping("a"));
-  CHECK(l.missed("a") == verdict::alive);
+  CHECK(l.missed("a") == standing::alive);
   CHECK(l.ping("a"));  // a miss frees the slot too
 }
 
@@ -27,34 +27,34 @@ TEST_CASE("liveness declares a peer lost on the last allowed miss, once", "[logi
   liveness<std::string> l{3};
   CHECK(l.misses() == 3);
   l.ping("a");
-  CHECK(l.missed("a") == verdict::alive);
+  CHECK(l.missed("a") == standing::alive);
   l.ping("a");
-  CHECK(l.missed("a") == verdict::alive);
+  CHECK(l.missed("a") == standing::alive);
   CHECK_FALSE(l.lost("a"));
   l.ping("a");
-  CHECK(l.missed("a") == verdict::newly_lost);
+  CHECK(l.missed("a") == standing::newly_lost);
   CHECK(l.lost("a"));
   l.ping("a");
-  CHECK(l.missed("a") == verdict::still_lost);  // reported once
-  CHECK(l.missed("a") == verdict::still_lost);
+  CHECK(l.missed("a") == standing::still_lost);  // reported once
+  CHECK(l.missed("a") == standing::still_lost);
 }
 
 TEST_CASE("liveness counts misses in a row: an answer starts over and revives",
           "[logic][heartbeat]") {
   liveness<std::string> l{2};
   l.ping("a");
-  CHECK(l.missed("a") == verdict::alive);
+  CHECK(l.missed("a") == standing::alive);
   l.answered("a");  // the count starts over
   l.ping("a");
-  CHECK(l.missed("a") == verdict::alive);
+  CHECK(l.missed("a") == standing::alive);
   l.ping("a");
-  CHECK(l.missed("a") == verdict::newly_lost);
+  CHECK(l.missed("a") == standing::newly_lost);
   l.answered("a");  // a lost peer that answers is alive again
   CHECK_FALSE(l.lost("a"));
   l.ping("a");
-  CHECK(l.missed("a") == verdict::alive);
+  CHECK(l.missed("a") == standing::alive);
   l.ping("a");
-  CHECK(l.missed("a") == verdict::newly_lost);  // and may be lost again
+  CHECK(l.missed("a") == standing::newly_lost);  // and may be lost again
 }
 
 TEST_CASE("liveness allows at least one miss and ignores peers it does not watch",
@@ -62,8 +62,8 @@ TEST_CASE("liveness allows at least one miss and ignores peers it does not watch
   liveness<std::string> l{0};
   CHECK(l.misses() == 1);
   l.ping("a");
-  CHECK(l.missed("a") == verdict::newly_lost);
-  CHECK(l.missed("b") == verdict::alive);  // never pinged: not watched
+  CHECK(l.missed("a") == standing::newly_lost);
+  CHECK(l.missed("b") == standing::alive);  // never pinged: not watched
   CHECK_FALSE(l.watching("b"));
   l.answered("b");  // an answer from no one watched adds nobody
   CHECK_FALSE(l.watching("b"));
@@ -80,8 +80,8 @@ TEST_CASE("liveness forgets the peers it no longer watches", "[logic][heartbeat]
   CHECK(l.size() == 1);
   CHECK_FALSE(l.watching("b"));
   CHECK_FALSE(l.lost("b"));
-  CHECK(l.missed("b") == verdict::alive);  // a late timer for it changes nothing
-  CHECK(l.ping("b"));                      // watched anew, from zero
-  CHECK(l.missed("b") == verdict::newly_lost);
+  CHECK(l.missed("b") == standing::alive);  // a late timer for it changes nothing
+  CHECK(l.ping("b"));                       // watched anew, from zero
+  CHECK(l.missed("b") == standing::newly_lost);
   CHECK_FALSE(l.ping("a"));  // a's ping is still out: retain kept its state
 }

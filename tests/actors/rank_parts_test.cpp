@@ -187,7 +187,7 @@ TEST_CASE("prefill peer: a topology starts a handshake with this rank's sources"
   prefill_peer peer;
   rank_ref me{role::decode, "d", 2, 1, 0};
   auto plan = peer.read(prefill_topology(2), me, layout(1, 2), {2, 1});
-  REQUIRE(plan.what == prefill_peer::reading::verdict::handshake);
+  REQUIRE(plan.what == prefill_peer::reading::action::handshake);
   CHECK(peer.instance == "p");
   CHECK(peer.everyone.size() == 2);
   REQUIRE(plan.sources.size() == 1);
@@ -216,13 +216,13 @@ TEST_CASE("prefill peer: sizes and layouts that cannot pair are refusals", "[log
   rank_ref me{role::decode, "d", 2, 0, 0};
   prefill_peer sizes;
   auto bad = sizes.read(prefill_topology(3), me, layout(0, 2), {2, 1});
-  REQUIRE(bad.what == prefill_peer::reading::verdict::refused);
+  REQUIRE(bad.what == prefill_peer::reading::action::refused);
   CHECK(bad.refusal.code == errc::unsupported);
   CHECK(bad.refusal.origin == me);
   CHECK_THAT(bad.refusal.cause, Catch::Contains("one TP size must divide the other"));
   prefill_peer pages;
   auto mismatch = pages.read(prefill_topology(1, 8), me, layout(0, 1, 4), {1, 1});
-  REQUIRE(mismatch.what == prefill_peer::reading::verdict::refused);
+  REQUIRE(mismatch.what == prefill_peer::reading::action::refused);
   CHECK(mismatch.refusal.code == errc::layout_mismatch);
   pages.refuse(mismatch.refusal);
   CHECK(pages.phase == prefill_peer::stage::refused);

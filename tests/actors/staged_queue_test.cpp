@@ -34,10 +34,10 @@ TEST_CASE("staged_queue visits every peer's jobs oldest id first", "[logic][tran
   q.push(d1, 2, {8, 1});
   auto order = q.oldest_first();
   REQUIRE(order.size() == 4);
-  CHECK(order[0] == std::make_pair(uint64_t{1}, d0));
-  CHECK(order[1] == std::make_pair(uint64_t{2}, d1));
-  CHECK(order[2] == std::make_pair(uint64_t{4}, d1));
-  CHECK(order[3] == std::make_pair(uint64_t{5}, d0));
+  CHECK(order[0] == staged_queue::waiting_job{1, d0});
+  CHECK(order[1] == staged_queue::waiting_job{2, d1});
+  CHECK(order[2] == staged_queue::waiting_job{4, d1});
+  CHECK(order[3] == staged_queue::waiting_job{5, d0});
 }
 
 TEST_CASE("staged_queue removes a job once", "[logic][transfer][staging]") {
@@ -76,5 +76,5 @@ TEST_CASE("staged_queue forgets a peer's queue alone", "[logic][transfer][stagin
   q.forget(d0);
   CHECK(q.waiting(d0).empty());
   CHECK(q.size() == 1);
-  CHECK(q.oldest_first() == std::vector<std::pair<uint64_t, rank_ref>>{{2, d1}});
+  CHECK(q.oldest_first() == std::vector<staged_queue::waiting_job>{{2, d1}});
 }

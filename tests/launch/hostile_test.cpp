@@ -57,9 +57,9 @@
 
 #include "actors/config.hpp"
 #include "apps/common/child_process.hpp"
+#include "messages/node_status.hpp"
 #include "messages/room.hpp"
 #include "messages/scheduler.hpp"
-#include "messages/status.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/support/free_port.hpp"
 #include "tests/support/process_probe.hpp"

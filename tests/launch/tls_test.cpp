@@ -34,7 +34,7 @@
 #include "apps/common/child_process.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/handles.hpp"
-#include "messages/status.hpp"
+#include "messages/node_status.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/support/free_port.hpp"
 #include "tests/support/workload_report.hpp"

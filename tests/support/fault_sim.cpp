@@ -498,11 +498,11 @@ class world : public instance_fixture {
       auto& st = state_of<prefill_rank_state>(p);
       auto name = "prefill rank " + std::to_string(k);
       if (!st.rooms.empty() || st.early.waiting_rooms() != 0 || !st.deciders.empty() ||
-          st.heard.size() != 0)
+          st.deciders_heard.size() != 0)
         violation("leak: " + name + " keeps " + std::to_string(st.rooms.size()) + " rooms, " +
                   std::to_string(st.early.waiting_rooms()) + " pending requests, " +
                   std::to_string(st.deciders.size()) + " deciders, " +
-                  std::to_string(st.heard.size()) + " watched");
+                  std::to_string(st.deciders_heard.size()) + " watched");
       auto& t = state_of<transfer_state>(prefill[k].rt->transfer());
       size_t waiting = t.queue.size();
       if (!t.book.empty() || !t.reply_to.empty() || waiting != 0 || !t.gathered.idle())
@@ -516,11 +516,11 @@ class world : public instance_fixture {
       if (is_killed(d))
         continue;
       auto& st = state_of<decode_rank_state>(d);
-      if (!st.rooms.empty() || !st.draining.empty() || st.heard.size() != 0)
+      if (!st.rooms.empty() || !st.draining.empty() || st.deciders_heard.size() != 0)
         violation("leak: decode rank " + std::to_string(k) + " keeps " +
                   std::to_string(st.rooms.size()) + " rooms, " +
                   std::to_string(st.draining.size()) + " draining fences, " +
-                  std::to_string(st.heard.size()) + " watched");
+                  std::to_string(st.deciders_heard.size()) + " watched");
       auto ring = decode[k].rt->staging();
       if (ring && !is_killed(ring)) {
         auto& sst = state_of<staging_state>(ring);

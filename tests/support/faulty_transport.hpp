@@ -25,13 +25,22 @@ class faulty_transport final : public tp::transport {
     std::atomic<uint64_t> posts{0};
     std::map<uint64_t, std::string> throw_at_fence;  ///< open_fence number → exception text
     std::atomic<uint64_t> fences{0};
+    /// Say the writes of a batch may land out of order (as a backend without
+    /// ordered writes does): a last chunk's aux row then goes in a post of
+    /// its own, once its KV landed.
+    bool unordered_writes = false;
   };
 
   faulty_transport(std::unique_ptr<tp::transport> inner, std::shared_ptr<plan> p)
       : inner_(std::move(inner)), plan_(std::move(p)) {}
 
   std::string_view name() const override { return inner_->name(); }
-  tp::caps capabilities() const override { return inner_->capabilities(); }
+  tp::caps capabilities() const override {
+    auto c = inner_->capabilities();
+    if (plan_->unordered_writes)
+      c.ordered_writes = false;
+    return c;
+  }
   std::string endpoint() const override { return inner_->endpoint(); }
   using tp::transport::register_region;
   tp::result<tp::region_id> register_region(void* base, uint64_t len,
