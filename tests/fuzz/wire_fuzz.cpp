@@ -1,7 +1,8 @@
 // Fuzz harness: what a stranger's bytes do to a receiving rank's data plane,
 // the hello, the challenge answer and the batch frames of tcp and shm
 // (transport/tcp/tcp_receiver.cpp, transport/shm/shm_receiver.cpp,
-// transport/base/peer_auth.cpp, transport/base/fence_table.cpp), run as they run: a real
+// transport/base/admission_server.cpp, transport/base/peer_auth.cpp,
+// transport/base/fence_table.cpp), run as they run: a real
 // receiver listens, the harness connects, writes the input, closes its
 // side, and reads until the receiver closes (at most 3 s).
 //

@@ -8,36 +8,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <deque>
+#include <utility>
 #include <vector>
 
+#include "transport/base/admission_server.hpp"
 #include "transport/base/wire_hello.hpp"
 #include "transport/shared_memory.hpp"
 #include "transport/shm/shm_wire.hpp"
 
 namespace kvferry::transport::shm {
-
-namespace {
-
-/// A batch the peer may be copying: what it holds busy here.
-struct admitted_batch {
-  uint64_t seq;
-  uint64_t fence;
-  std::vector<region_id> regions;
-};
-
-status send_verdict(int fd, uint64_t seq, const status& st) {
-  verdict v;
-  v.magic = verdict_magic;
-  v.seq = seq;
-  v.code = static_cast<uint8_t>(st.error_code());
-  auto msg = st.message().substr(0, max_verdict_message);
-  v.message_len = static_cast<uint32_t>(msg.size());
-  std::vector<iovec> iov{{&v, sizeof(v)}, {msg.data(), msg.size()}};
-  return write_all(fd, iov);
-}
-
-}  // namespace
 
 result<std::unique_ptr<shm_receiver>> shm_receiver::start(
     const std::string& name, std::string endpoint, const region_table& regions, fence_table& fences,
@@ -114,123 +93,84 @@ void shm_receiver::serve(connection& conn) {
   if (!conns_.greet(conn, h, max_name, key_, endpoint_))
     return;
   const std::string sender = conn.sender;  // set by greet(), fixed from now on
-  std::deque<admitted_batch> admitted;
+  // What the next verdict brings along: grants of the regions the peer has
+  // not mapped yet (a memfd each; a handle for device memory).
   std::vector<region_id> granted;  // sorted: regions whose memfd this peer holds
-  std::vector<op_header> ops;
-  auto release = [&](admitted_batch& b) {
-    fences_.leave(b.fence);
-    pins_.unpin(b.regions);
-  };
-  for (;;) {
-    frame f;
-    if (!read_exact(fd, &f, sizeof(f)).ok())
-      break;
-    if (f.magic == end_magic) {
-      // Ends come in begin order; anything else means the peer lost track.
-      if (admitted.empty() || admitted.front().seq != f.seq)
-        break;
-      release(admitted.front());
-      admitted.pop_front();
-      if (conn.disconnected)
-        continue;  // disconnected: the peer reads end-of-stream instead
-      verdict done;
-      done.magic = released_magic;
-      done.seq = f.seq;
-      std::vector<iovec> iov{{&done, sizeof(done)}};
-      if (!write_all(fd, iov).ok())
-        break;
-      continue;
+  std::vector<std::pair<grant, int>> grants;
+  std::vector<std::pair<device_grant, std::vector<std::byte>>> device_grants;
+  admission::backend_part part;
+  part.wire = admission_magics;
+  part.check = [&](const admission::begun_batch& b) -> status {
+    auto held = regions_.guard();
+    for (auto& op : b.ops) {
+      auto dst = regions_.resolve(held, op.region, op.offset, op.length, "receiver");
+      if (!dst.ok())
+        return dst.error();
     }
-    if (f.magic != begin_magic || f.n_ops > max_ops_per_batch || !read_items(fd, ops, f.n_ops).ok())
-      break;
-    if (conn.disconnected)
-      continue;  // disconnected: the peer reads end-of-stream instead of a verdict
-    status verdict_status;
-    admitted_batch batch{f.seq, f.fence, {}};
-    std::vector<std::pair<grant, int>> grants;
-    std::vector<std::pair<device_grant, std::vector<std::byte>>> device_grants;
-    if (auto admitted_st = fences_.enter(f.fence, sender, ops); !admitted_st.ok()) {
-      verdict_status = std::move(admitted_st);
-    } else {
-      auto held = regions_.guard();
-      for (auto& op : ops) {
-        auto dst = regions_.resolve(held, op.region, op.offset, op.length, "receiver");
-        if (!dst.ok()) {
-          verdict_status = dst.error();
-          break;
-        }
-        if (std::find(batch.regions.begin(), batch.regions.end(), op.region) == batch.regions.end())
-          batch.regions.push_back(op.region);
-      }
-      for (auto id : batch.regions) {
-        if (!verdict_status.ok() || std::binary_search(granted.begin(), granted.end(), id))
-          continue;
-        auto base = *regions_.resolve(held, id, 0, 0, "receiver");
-        auto length = regions_.length_of(held, id);
-        if (regions_.kind_of(held, id) == memory_kind::device) {
-          auto handle = handles_.find(id);
-          if (!handle) {
-            verdict_status = status::unknown_region("receiver region " + std::to_string(id) +
-                                                    " is device memory without a shared handle");
-            break;
-          }
-          device_grant g;
-          g.region = id;
-          g.length = length;
-          g.handle_len = static_cast<uint32_t>(handle->size());
-          device_grants.emplace_back(g, std::move(*handle));
-          continue;
-        }
-        auto backing = find_shared_backing(base, length);
-        if (!backing) {
-          verdict_status =
-              status::unknown_region("receiver region " + std::to_string(id) +
-                                     " is no longer in shared memory (freed while registered)");
-          break;
-        }
-        grant g;
+    for (auto id : b.regions) {
+      if (std::binary_search(granted.begin(), granted.end(), id))
+        continue;
+      auto base = *regions_.resolve(held, id, 0, 0, "receiver");
+      auto length = regions_.length_of(held, id);
+      if (regions_.kind_of(held, id) == memory_kind::device) {
+        auto handle = handles_.find(id);
+        if (!handle)
+          return status::unknown_region("receiver region " + std::to_string(id) +
+                                        " is device memory without a shared handle");
+        device_grant g;
         g.region = id;
         g.length = length;
-        g.file_offset = backing->offset;
-        grants.emplace_back(g, backing->fd);
+        g.handle_len = static_cast<uint32_t>(handle->size());
+        device_grants.emplace_back(g, std::move(*handle));
+        continue;
       }
-      // Pinned under the guard: a deregistration after this waits for the end.
-      if (verdict_status.ok())
-        pins_.pin(batch.regions);
-      else
-        fences_.leave(f.fence);
+      auto backing = find_shared_backing(base, length);
+      if (!backing)
+        return status::unknown_region("receiver region " + std::to_string(id) +
+                                      " is no longer in shared memory (freed while registered)");
+      grant g;
+      g.region = id;
+      g.length = length;
+      g.file_offset = backing->offset;
+      grants.emplace_back(g, backing->fd);
     }
-    bool sent = true;
-    for (auto& [g, gfd] : grants) {
-      if (!(sent = write_with_fd(fd, &g, sizeof(g), gfd).ok()))
-        break;
+    // Pinned under the guard: a deregistration after this waits for the end.
+    pins_.pin(b.regions);
+    return {};
+  };
+  // The grants go out even with a refusal (those prepared before it): the
+  // peer maps them, and they are not sent again.
+  part.answer = [&](uint64_t seq, const status& verdict) -> status {
+    auto memfds = std::exchange(grants, {});
+    auto handles = std::exchange(device_grants, {});
+    for (auto& [g, gfd] : memfds) {
+      if (auto st = write_with_fd(fd, &g, sizeof(g), gfd); !st.ok())
+        return st;
       granted.insert(std::upper_bound(granted.begin(), granted.end(), g.region), g.region);
     }
-    for (auto& [g, handle] : device_grants) {
-      if (!sent)
-        break;
+    for (auto& [g, handle] : handles) {
       std::vector<iovec> iov{{&g, sizeof(g)}, {handle.data(), handle.size()}};
-      if (!(sent = write_all(fd, iov).ok()))
-        break;
+      if (auto st = write_all(fd, iov); !st.ok())
+        return st;
       granted.insert(std::upper_bound(granted.begin(), granted.end(), g.region), g.region);
     }
-    if (verdict_status.ok())
-      admitted.push_back(std::move(batch));
-    if (!sent || !send_verdict(fd, f.seq, verdict_status).ok())
-      break;
-  }
+    return admission::send_verdict(fd, verdict_magic, seq, verdict);
+  };
+  part.unpin = [&](const std::vector<region_id>& ids) { pins_.unpin(ids); };
   // The peer may still be copying a batch it was admitted: wait for its end of
-  // the socket to close (it closes only after its last copy, or by exiting),
-  // then release what it held.
-  conn.fd.shutdown_write();
-  char scratch[4096];
-  for (;;) {
-    auto n = ::recv(fd, scratch, sizeof(scratch), 0);
-    if (n == 0 || (n < 0 && errno != EINTR))
-      break;
-  }
-  for (auto& b : admitted)
-    release(b);
+  // the socket to close (it closes only after its last copy, or by exiting).
+  part.quiesce = [&] {
+    conn.fd.shutdown_write();
+    char scratch[4096];
+    for (;;) {
+      auto n = ::recv(fd, scratch, sizeof(scratch), 0);
+      if (n == 0 || (n < 0 && errno != EINTR))
+        break;
+    }
+  };
+  // disconnect(): the peer reads end-of-stream, but its ends still release.
+  part.muted = &conn.disconnected;
+  admission::serve(fd, fences_, sender, part);
 }
 
 }  // namespace kvferry::transport::shm

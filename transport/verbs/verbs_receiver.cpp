@@ -3,44 +3,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <deque>
 #include <set>
+#include <utility>
 #include <vector>
 
+#include "transport/base/admission_server.hpp"
 #include "transport/base/wire_hello.hpp"
 #include "transport/verbs/verbs_qp.hpp"
 #include "transport/verbs/verbs_wire.hpp"
 
 namespace kvferry::transport::verbs {
-
-namespace {
-
-/// A batch the sender may be writing: what it holds busy here.
-struct admitted_batch {
-  uint64_t seq;
-  uint64_t fence;
-  std::vector<region_id> regions;
-};
-
-status send_verdict(int fd, uint32_t magic, uint64_t seq, const status& st,
-                    const std::vector<region_info>& regions) {
-  verdict v;
-  v.magic = magic;
-  v.seq = seq;
-  v.code = static_cast<uint8_t>(st.error_code());
-  auto msg = st.message().substr(0, max_verdict_message);
-  v.message_len = static_cast<uint32_t>(msg.size());
-  v.n_regions = static_cast<uint32_t>(regions.size());
-  std::vector<iovec> iov{
-      {&v, sizeof(v)},
-      {msg.data(), msg.size()},
-      {const_cast<region_info*>(regions.data()), regions.size() * sizeof(region_info)}};
-  return write_all(fd, iov);
-}
-
-}  // namespace
 
 result<std::unique_ptr<verbs_receiver>> verbs_receiver::start(std::shared_ptr<device> dev,
                                                               const std::string& host,
@@ -106,77 +79,44 @@ void verbs_receiver::serve(connection& conn) {
     if (!write_all(fd, iov).ok())
       return;
   }
-  std::deque<admitted_batch> admitted;
-  std::set<region_id> told;  // regions whose addr/rkey this sender has
-  std::vector<op_header> ops;
-  auto release = [&](admitted_batch& b) {
-    fences_.leave(b.fence);
-    regions_.unpin(b.regions);
+  std::set<region_id> told;       // regions whose addr/rkey this sender has
+  std::vector<region_info> news;  // what the next verdict tells
+  admission::backend_part part;
+  part.wire = admission_magics;
+  part.check = [&](const admission::begun_batch& b) -> status {
+    // Pin first, then look up: a region found here stays registered until
+    // the batch is released.
+    regions_.pin(b.regions);
+    auto refuse = [&](status why) {
+      regions_.unpin(b.regions);
+      news.clear();
+      return why;
+    };
+    for (auto& op : b.ops) {
+      auto dst = regions_.find(op.region, op.offset, op.length, "receiver");
+      if (!dst.ok())
+        return refuse(dst.error());
+    }
+    for (auto id : b.regions) {
+      if (told.count(id) != 0)
+        continue;
+      auto length = regions_.length_of(id);
+      auto whole = regions_.find(id, 0, length, "receiver");
+      if (!whole.ok())
+        return refuse(whole.error());
+      news.push_back(region_info{id, whole->rkey, reinterpret_cast<uint64_t>(whole->addr), length});
+    }
+    for (auto& r : news)
+      told.insert(r.region);
+    return {};
   };
-  for (;;) {
-    frame f;
-    if (!read_exact(fd, &f, sizeof(f)).ok())
-      break;
-    if (f.magic == end_magic) {
-      // Ends come in begin order; anything else means the peer lost track.
-      if (admitted.empty() || admitted.front().seq != f.seq)
-        break;
-      release(admitted.front());
-      admitted.pop_front();
-      if (!send_verdict(fd, released_magic, f.seq, {}, {}).ok())
-        break;
-      continue;
-    }
-    if (f.magic != begin_magic || f.n_ops > max_ops_per_batch || !read_items(fd, ops, f.n_ops).ok())
-      break;
-    status verdict_status;
-    admitted_batch batch{f.seq, f.fence, {}};
-    std::vector<region_info> news;
-    if (auto admitted_st = fences_.enter(f.fence, sender, ops); !admitted_st.ok()) {
-      verdict_status = std::move(admitted_st);
-    } else {
-      for (auto& op : ops)
-        if (std::find(batch.regions.begin(), batch.regions.end(), op.region) == batch.regions.end())
-          batch.regions.push_back(op.region);
-      // Pin first, then look up: a region found here stays registered until
-      // the batch is released.
-      regions_.pin(batch.regions);
-      for (auto& op : ops) {
-        auto dst = regions_.find(op.region, op.offset, op.length, "receiver");
-        if (!dst.ok()) {
-          verdict_status = dst.error();
-          break;
-        }
-      }
-      for (auto id : batch.regions) {
-        if (!verdict_status.ok() || told.count(id) != 0)
-          continue;
-        auto length = regions_.length_of(id);
-        auto whole = regions_.find(id, 0, length, "receiver");
-        if (!whole.ok()) {
-          verdict_status = whole.error();
-          break;
-        }
-        news.push_back(
-            region_info{id, whole->rkey, reinterpret_cast<uint64_t>(whole->addr), length});
-      }
-      if (!verdict_status.ok()) {
-        release(batch);
-        news.clear();
-      }
-    }
-    if (verdict_status.ok()) {
-      for (auto& r : news)
-        told.insert(r.region);
-      admitted.push_back(std::move(batch));
-    }
-    if (!send_verdict(fd, verdict_magic, f.seq, verdict_status, news).ok())
-      break;
-  }
+  part.answer = [&](uint64_t seq, const status& verdict) {
+    return admission::send_verdict(fd, verdict_magic, seq, verdict, std::exchange(news, {}));
+  };
+  part.unpin = [&](const std::vector<region_id>& ids) { regions_.unpin(ids); };
   // Nothing of an admitted batch may land once it is released.
-  break_qp(**qp);
-  for (auto& b : admitted)
-    release(b);
+  part.quiesce = [&] { break_qp(**qp); };
+  admission::serve(fd, fences_, sender, part);
 }
 
 }  // namespace kvferry::transport::verbs
