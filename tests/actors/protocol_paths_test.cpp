@@ -10,6 +10,9 @@
 //                           the sources is keyed, chunks, finishes, verdict, leave
 //   fan-in (2 -> 1)         two writers into one rank; no verdict before all finish
 //   fan-out (1 -> 2)        one writer into two ranks; no verdict before all finish
+//   dummy (MLA, 2 -> 1)     one writer, one dummy source: asked with no page and
+//                           no aux row, it writes nothing and finishes with its
+//                           scheduler's last chunk; no verdict before all finish
 //   staged (1 -> 2, MHA)    asks, grants, scatters through each decode rank's ring;
 //                           no finish before the scatter
 //   abort                   by the decode scheduler, by the prefill scheduler: one
@@ -20,6 +23,8 @@
 // Registration (a rank joining its bootstrap) is room_protocol_test's.
 #include "tests/support/instance_fixture.hpp"
 #include "tests/support/message_trace.hpp"
+
+#include <set>
 
 using namespace kvferry;
 using namespace kvferry::test;
@@ -56,8 +61,9 @@ struct paths_fixture : instance_fixture {
 
   /// Every decode rank opens the room and inits it at once; every step of
   /// the handshake with the prefill instance and the decider, in order, up to
-  /// the requests at the prefill ranks. `staged`: the sources stage.
-  room_handles open_decode(bool staged) {
+  /// the requests at the prefill ranks. `staged`: the sources stage;
+  /// `dummies`: the prefill ranks (by index) that take part but write nothing.
+  room_handles open_decode(bool staged, const std::set<size_t>& dummies = {}) {
     room_handles h;
     for (auto& r : decode) {
       h.receivers.push_back(r.rt->make_receiver(room_id, where()));
@@ -115,19 +121,23 @@ struct paths_fixture : instance_fixture {
       CHECK(h.receivers[i].poll() == kv_poll::waiting_for_input);
     }
     // Requests: every source gets the destination pages; the aux row goes
-    // to the first only. Staged sources find the room open in the ring.
+    // to the first only. Staged sources find the room open in the ring. A
+    // dummy source is asked too (it takes part), with no page and no row.
     for (size_t i = 0; i < nd; ++i)
       if (staged)
         expect((staging_room), from(d(i)).to(stg(i)));
     for (size_t j = 0; j < np; ++j)
-      for (size_t i = 0; i < nd; ++i)
-        expect((room_request), from(d(i)).to(p(j)).with(room_request{key,
-                                                                     dr(static_cast<uint32_t>(i)),
-                                                                     dec,
-                                                                     dst,
-                                                                     j == 0 ? dst_aux : no_aux_slot,
-                                                                     {},
-                                                                     false}));
+      for (size_t i = 0; i < nd; ++i) {
+        bool dummy = dummies.count(j) > 0;
+        expect((room_request),
+               from(d(i)).to(p(j)).with(room_request{key,
+                                                     dr(static_cast<uint32_t>(i)),
+                                                     dec,
+                                                     dummy ? std::vector<uint32_t>{} : dst,
+                                                     j == 0 ? dst_aux : no_aux_slot,
+                                                     {},
+                                                     dummy}));
+      }
     return h;
   }
 
@@ -618,4 +628,75 @@ TEST_CASE_METHOD(paths_fixture, "protocol path: a Transferring deadline",
 
   all_failed(h.senders, errc::deadline, cause, pr(0));
   all_failed(h.receivers, errc::deadline, cause, pr(0));
+}
+
+TEST_CASE_METHOD(paths_fixture,
+                 "protocol path: fan-in with a dummy source (MLA, prefill TP 2 -> decode TP 1)",
+                 "[actors][protocol][paths]") {
+  // MLA: one latent per layer, which every prefill rank holds whole. The
+  // first rank writes it; the second holds the same bytes and is a dummy
+  // source: it takes part in the room (registered with, asked, finishes) and
+  // writes nothing, neither KV nor the aux row. (Its transfer actor still
+  // connects to the decode rank at the registration: open_decode.)
+  shape = apps::model_shape{"mla", 4, 1, 64, kv_dtype::bf16, true};
+  staging.enabled = false;
+  start(2, 1, 1, 1);
+  auto h = open_decode(false, {1});
+  open_prefill(h);
+  // A page of the latent: 4 layers of 64 bf16 values, 4 tokens.
+  const uint64_t mla_page_bytes = 4 * 64 * 2 * 4;
+
+  for (auto& s : h.senders)
+    s.send({5, 6}, false);
+  for (size_t j = 0; j < 2; ++j)
+    expect((chunk_send), from(p(j)).to(p(j)));
+  // The writer's chunk goes out whole; the dummy hands nothing to its
+  // transfer actor and tells the decode rank nothing.
+  expect((chunk_job), from(p(0)).to(t(0)));
+  disallow((chunk_job), from(p(1)).to(t(1)));
+  expect((batch_done), from(_).to(t(0)));
+  expect((chunk_result), from(t(0)).to(p(0)));
+  expect((chunk_landed), from(p(0)).to(d(0)).with(
+                             chunk_landed{key, pr(0), 0, 2, 2 * mla_page_bytes, false, false, 0}));
+  disallow((chunk_landed), from(p(1)).to(d(0)));
+  disallow((room_finished), from(p(1)).to(dec));
+  CHECK_FALSE(sched.has_job());
+  for (auto& s : h.senders)
+    CHECK(s.poll() == kv_poll::transferring);
+  CHECK(h.receivers[0].poll() == kv_poll::transferring);
+
+  for (auto& s : h.senders)
+    s.send({7, 8}, true);
+  for (size_t j = 0; j < 2; ++j)
+    expect((chunk_send), from(p(j)).to(p(j)));
+  // The dummy's part is done once its scheduler sent the last chunk: it
+  // finishes at once, before the writer's last chunk even left.
+  expect((room_finished), from(p(1)).to(dec).with(room_finished{key, pr(1)}));
+  disallow((chunk_job), from(p(1)).to(t(1)));
+  disallow((room_verdict), from(dec).to(p(1)));
+  expect((chunk_job), from(p(0)).to(t(0)));
+  expect((batch_done), from(_).to(t(0)));
+  expect((chunk_result), from(t(0)).to(p(0)));
+  // The writer, the first source, carries the aux row.
+  expect((chunk_landed), from(p(0)).to(d(0)).with(chunk_landed{
+                             key, pr(0), 1, 2, 2 * mla_page_bytes + aux_bytes, true, false, 2}));
+  disallow((chunk_landed), from(p(1)).to(d(0)));
+  expect((room_finished), from(p(0)).to(dec).with(room_finished{key, pr(0)}));
+  // Both sources finished: still no verdict before the decode rank did.
+  disallow((room_verdict), from(dec).to(p(0)));
+  disallow((room_verdict), from(dec).to(p(1)));
+  // One writer landed everything: the decode rank waits for no dummy.
+  expect((room_finished), from(d(0)).to(dec).with(room_finished{key, dr(0)}));
+  expect((room_verdict), from(dec).to(d(0)).with(room_verdict{key, kv_poll::success, {}}));
+  for (size_t j = 0; j < 2; ++j)
+    expect((room_verdict), from(dec).to(p(j)).with(room_verdict{key, kv_poll::success, {}}));
+  CHECK_FALSE(sched.has_job());
+
+  for (auto& s : h.senders) {
+    CHECK(s.poll() == kv_poll::success);
+    CHECK_FALSE(s.failure());
+  }
+  CHECK(h.receivers[0].poll() == kv_poll::success);
+  CHECK_FALSE(h.receivers[0].failure());
+  CHECK(decode[0].pool->holds_room(seed, room_id, dst, dst_aux));
 }
