@@ -19,11 +19,14 @@
 //                           verdict, no write after it
 //   loss                    a prefill rank, a decode rank, the decider going down;
 //                           a failed transport write; a Transferring deadline
+//   heartbeat loss          a prefill rank that stops answering the decider's pings:
+//                           lost after the last miss, one cause, its backlog after
 //
 // Registration (a rank joining its bootstrap) is room_protocol_test's.
 #include "tests/support/instance_fixture.hpp"
 #include "tests/support/message_trace.hpp"
 
+#include <algorithm>
 #include <set>
 
 using namespace kvferry;
@@ -202,6 +205,14 @@ struct paths_fixture : instance_fixture {
       REQUIRE(x.failure());
       check_failure(x.failure()->why, code, cause, origin);
     }
+  }
+
+  /// True when every job left is a frozen actor's: nothing else waits.
+  bool only_frozen_wait() const {
+    return std::all_of(sched.jobs.begin(), sched.jobs.end(), [this](caf::resumable* job) {
+      auto* a = dynamic_cast<caf::abstract_actor*>(job);
+      return a != nullptr && frozen.count(a) > 0;
+    });
   }
 
   /// The scheduler sends the last chunk of a Failed room: nothing is written.
@@ -699,4 +710,71 @@ TEST_CASE_METHOD(paths_fixture,
   CHECK(h.receivers[0].poll() == kv_poll::success);
   CHECK_FALSE(h.receivers[0].failure());
   CHECK(decode[0].pool->holds_room(seed, room_id, dst, dst_aux));
+}
+
+TEST_CASE_METHOD(paths_fixture, "protocol path: heartbeat loss (a prefill rank stops answering)",
+                 "[actors][protocol][paths]") {
+  limits.heartbeat = 1s;
+  limits.heartbeat_misses = 2;
+  limits.transferring = 1h;  // no room deadline in the way
+  auto h = first_chunk_landed();
+  // The prefill rank's process stops (SIGSTOP): nothing drops, nothing
+  // answers; what is sent to it waits in its mailbox.
+  freeze(p(0));
+
+  // A round: the decider pings its member, which answers, and the prefill
+  // participant of the undecided room, which does not. The decode rank
+  // checks its decider (heard from: nothing to do).
+  sched.advance_time(1s);
+  expect((beat_atom), from(dec).to(dec));
+  expect((beat_atom), from(d(0)).to(d(0)));
+  expect((heartbeat_atom, uint64_t), from(dec).to(d(0)));
+  expect((heartbeat_atom, uint64_t), from(d(0)).to(dec));
+  CHECK(only_frozen_wait());
+
+  // The ping times out: a first miss, no verdict yet. The next round pings again.
+  sched.advance_time(1s);
+  expect((caf::error), from(dec).to(dec).with(caf::make_error(caf::sec::request_timeout)));
+  disallow((room_verdict), from(dec).to(d(0)));
+  expect((beat_atom), from(dec).to(dec));
+  expect((beat_atom), from(d(0)).to(d(0)));
+  expect((heartbeat_atom, uint64_t), from(dec).to(d(0)));
+  expect((heartbeat_atom, uint64_t), from(d(0)).to(dec));
+  CHECK(only_frozen_wait());
+  CHECK(h.receivers[0].poll() == kv_poll::transferring);
+
+  // The second miss in a row: the rank is lost, the room fails with that
+  // cause. The verdict to the frozen rank waits in its mailbox; the round
+  // after pings the member and probes the lost rank.
+  sched.advance_time(1s);
+  const std::string cause = "prefill-0 tp0 pp0 answered none of 2 heartbeats in a row (2s)";
+  expect((caf::error), from(dec).to(dec).with(caf::make_error(caf::sec::request_timeout)));
+  expect((beat_atom), from(dec).to(dec));
+  expect((beat_atom), from(d(0)).to(d(0)));
+  expect_failed_verdict(d(0), errc::heartbeat_lost, cause, pr(0));
+  // Decided: the decode rank reports nothing of its own.
+  disallow((room_failure), from(d(0)).to(dec));
+  expect((heartbeat_atom, uint64_t), from(dec).to(d(0)));
+  expect((heartbeat_atom, uint64_t), from(d(0)).to(dec));
+  CHECK(only_frozen_wait());
+  all_failed(h.receivers, errc::heartbeat_lost, cause, pr(0));
+  CHECK(h.senders[0].poll() == kv_poll::transferring);  // it has heard nothing yet
+
+  // It wakes up (no time passed for it): its backlog in order - its own
+  // check (late: a stall, its decider gets a fresh grace period), the two
+  // pings that timed out, the verdict, the probe.
+  thaw(p(0));
+  expect((beat_atom), from(p(0)).to(p(0)));
+  expect((heartbeat_atom, uint64_t), from(dec).to(p(0)));
+  expect((heartbeat_atom, uint64_t), from(dec).to(p(0)));
+  expect_failed_verdict(p(0), errc::heartbeat_lost, cause, pr(0));
+  disallow((room_failure), from(p(0)).to(dec));
+  expect((heartbeat_atom, uint64_t), from(dec).to(p(0)));
+  // The answers to the pings that timed out are dropped; the answer to the
+  // probe says the rank is alive again (for later rooms).
+  expect((heartbeat_atom, uint64_t), from(p(0)).to(dec));
+  CHECK_FALSE(sched.has_job());
+
+  all_failed(h.senders, errc::heartbeat_lost, cause, pr(0));
+  all_failed(h.receivers, errc::heartbeat_lost, cause, pr(0));
 }
