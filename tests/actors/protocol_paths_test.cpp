@@ -21,6 +21,9 @@
 //                           a failed transport write; a Transferring deadline
 //   heartbeat loss          a prefill rank that stops answering the decider's pings:
 //                           lost after the last miss, one cause, its backlog after
+//   failed staged write     the bulk writes into both rings fail: one cause, no
+//                           scatter; into one ring only: the other still scatters
+//                           the chunk that landed there, before the ring closes
 //
 // Registration (a rank joining its bootstrap) is room_protocol_test's.
 #include "tests/support/instance_fixture.hpp"
@@ -213,6 +216,17 @@ struct paths_fixture : instance_fixture {
       auto* a = dynamic_cast<caf::abstract_actor*>(job);
       return a != nullptr && frozen.count(a) > 0;
     });
+  }
+
+  /// MHA, prefill TP 1 -> decode TP 2 through the rings (as in the staged
+  /// path), the room open on both sides.
+  room_handles open_staged() {
+    shape = apps::model_shape{"mha", 4, 8, 8, kv_dtype::bf16, false};
+    page_size = 16;
+    start(1, 1, 2, 1);
+    auto h = open_decode(true);
+    open_prefill(h);
+    return h;
   }
 
   /// The scheduler sends the last chunk of a Failed room: nothing is written.
@@ -777,4 +791,133 @@ TEST_CASE_METHOD(paths_fixture, "protocol path: heartbeat loss (a prefill rank s
 
   all_failed(h.senders, errc::heartbeat_lost, cause, pr(0));
   all_failed(h.receivers, errc::heartbeat_lost, cause, pr(0));
+}
+
+TEST_CASE_METHOD(paths_fixture, "protocol path: the staged bulk writes fail",
+                 "[actors][protocol][paths]") {
+  // The first chunk's bulk writes into both decode rings complete with an
+  // error (the link to the decode node is lost).
+  faults[0] = std::make_shared<faulty_transport::plan>();
+  faults[0]->fail[0] = transport::status::connection_lost("injected");
+  faults[0]->fail[1] = transport::status::connection_lost("injected");
+  auto h = open_staged();
+  h.senders[0].send({5, 6}, false);
+  expect((chunk_send), from(p(0)).to(p(0)));
+  expect((chunk_job), from(p(0)).to(t(0)));
+  expect((chunk_job), from(p(0)).to(t(0)));
+  for (size_t i = 0; i < 2; ++i)
+    expect((staging_ask), from(t(0)).to(stg(i)));
+  for (size_t i = 0; i < 2; ++i)
+    expect((staging_grant), from(stg(i)).to(t(0)));
+  expect((batch_done), from(_).to(t(0)));
+  expect((batch_done), from(_).to(t(0)));
+  for (uint32_t i = 0; i < 2; ++i) {
+    auto result = next<chunk_result>(p(0));
+    CHECK(result.peer == dr(i));
+    CHECK(result.staged);
+    CHECK(result.why.code == errc::link_lost);
+    expect((chunk_result), from(t(0)).to(p(0)));
+  }
+  // Nothing landed in a ring: no decode rank hears of the chunk, so no ring
+  // scatters anything. The prefill rank reports the first failure only.
+  for (size_t i = 0; i < 2; ++i)
+    disallow((chunk_landed), from(p(0)).to(d(i)));
+  const std::string cause = "inproc write to decode-0 tp0 pp0 failed: connection_lost: injected";
+  auto report = next<room_failure>(dec);
+  check_failure(report.why, errc::link_lost, cause, pr(0));
+  expect((room_failure), from(p(0)).to(dec));
+  disallow((room_failure), from(p(0)).to(dec));
+  disallow((room_finished), from(p(0)).to(dec));
+  for (size_t i = 0; i < 2; ++i)
+    expect_failed_verdict(d(i), errc::link_lost, cause, pr(0));
+  expect_failed_verdict(p(0), errc::link_lost, cause, pr(0));
+  // Concluded: each ring closes the room (nothing to scatter) and frees the
+  // slot it granted, before the decode rank's pages go back.
+  for (size_t i = 0; i < 2; ++i) {
+    expect((staging_close), from(d(i)).to(stg(i)).with(staging_close{key}));
+    disallow((chunk_scattered), from(stg(i)).to(d(i)));
+  }
+  expect((staging_watermark), from(stg(0)).to(t(0)));
+  expect((staging_watermark), from(stg(1)).to(t(0)));
+  for (size_t i = 0; i < 2; ++i)
+    expect((staging_close), from(stg(i)).to(d(i)).with(staging_close{key}));
+  for (size_t i = 0; i < 2; ++i) {
+    disallow((room_finished), from(d(i)).to(dec));
+    disallow((room_verdict), from(dec).to(d(i)));
+  }
+  CHECK_FALSE(sched.has_job());
+  // No write after the verdict: no ask for ring space either.
+  h.senders[0].send({7, 8}, true);
+  expect((chunk_send), from(p(0)).to(p(0)));
+  disallow((chunk_job), from(p(0)).to(t(0)));
+  disallow((room_finished), from(p(0)).to(dec));
+  CHECK_FALSE(sched.has_job());
+
+  all_failed(h.senders, errc::link_lost, cause, pr(0));
+  all_failed(h.receivers, errc::link_lost, cause, pr(0));
+  for (auto& r : h.receivers)
+    CHECK(r.released());
+}
+
+TEST_CASE_METHOD(paths_fixture, "protocol path: a staged bulk write fails into one ring",
+                 "[actors][protocol][paths]") {
+  // Only the write into decode tp0's ring fails; the one into tp1's lands.
+  faults[0] = std::make_shared<faulty_transport::plan>();
+  faults[0]->fail[0] = transport::status::connection_lost("injected");
+  auto h = open_staged();
+  // A staged chunk of 2 pages: half the heads of 2 pages of 16 tokens.
+  const uint64_t chunk_bytes = 2 * page_bytes * 4 / 2;
+  h.senders[0].send({5, 6}, false);
+  expect((chunk_send), from(p(0)).to(p(0)));
+  expect((chunk_job), from(p(0)).to(t(0)));
+  expect((chunk_job), from(p(0)).to(t(0)));
+  for (size_t i = 0; i < 2; ++i)
+    expect((staging_ask), from(t(0)).to(stg(i)));
+  for (size_t i = 0; i < 2; ++i)
+    expect((staging_grant), from(stg(i)).to(t(0)));
+  expect((batch_done), from(_).to(t(0)));
+  expect((batch_done), from(_).to(t(0)));
+  auto failed = next<chunk_result>(p(0));
+  CHECK(failed.peer == dr(0));
+  CHECK(failed.why.code == errc::link_lost);
+  expect((chunk_result), from(t(0)).to(p(0)));
+  auto landed = next<chunk_result>(p(0));
+  CHECK(landed.peer == dr(1));
+  CHECK_FALSE(landed.why);
+  expect((chunk_result), from(t(0)).to(p(0)));
+  const std::string cause = "inproc write to decode-0 tp0 pp0 failed: connection_lost: injected";
+  auto report = next<room_failure>(dec);
+  check_failure(report.why, errc::link_lost, cause, pr(0));
+  expect((room_failure), from(p(0)).to(dec));
+  // The failed chunk is never announced: tp0's ring scatters nothing. The
+  // one that landed in tp1's ring is, though the room was reported failed
+  // (a message the verdict makes useless); tp1, not told yet, has it
+  // scattered into the pages it still holds.
+  disallow((chunk_landed), from(p(0)).to(d(0)));
+  expect((chunk_landed),
+         from(p(0)).to(d(1)).with(chunk_landed{key, pr(0), 0, 2, chunk_bytes, false, true, 0}));
+  for (size_t i = 0; i < 2; ++i)
+    expect_failed_verdict(d(i), errc::link_lost, cause, pr(0));
+  expect_failed_verdict(p(0), errc::link_lost, cause, pr(0));
+  disallow((room_finished), from(p(0)).to(dec));
+  // tp1's ring scatters before it closes the room: the pages go back only
+  // after the close, so no scatter writes into them afterwards.
+  expect((chunk_landed), from(d(1)).to(stg(1)));
+  expect((staging_close), from(d(1)).to(stg(1)).with(staging_close{key}));
+  expect((staging_close), from(d(0)).to(stg(0)).with(staging_close{key}));
+  disallow((chunk_scattered), from(stg(0)).to(d(0)));
+  expect((chunk_scattered), from(stg(1)).to(d(1)));
+  expect((staging_close), from(stg(1)).to(d(1)).with(staging_close{key}));
+  // Concluded already: the scatter counts for nothing.
+  disallow((room_finished), from(d(1)).to(dec));
+  expect((staging_watermark), from(stg(1)).to(t(0)));
+  expect((staging_watermark), from(stg(0)).to(t(0)));
+  expect((staging_close), from(stg(0)).to(d(0)).with(staging_close{key}));
+  CHECK_FALSE(sched.has_job());
+  last_chunk_writes_nothing(h);
+
+  all_failed(h.senders, errc::link_lost, cause, pr(0));
+  all_failed(h.receivers, errc::link_lost, cause, pr(0));
+  for (auto& r : h.receivers)
+    CHECK(r.released());
 }
