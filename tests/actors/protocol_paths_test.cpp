@@ -24,6 +24,10 @@
 //   failed staged write     the bulk writes into both rings fail: one cause, no
 //                           scatter; into one ring only: the other still scatters
 //                           the chunk that landed there, before the ring closes
+//   deadlines               WaitingForInput (the prefill side never opens the room:
+//                           the verdict waits for its late open); Bootstrapping
+//                           (the prefill bootstrap never answers: each side
+//                           concludes with its own cause)
 //
 // Registration (a rank joining its bootstrap) is room_protocol_test's.
 #include "tests/support/instance_fixture.hpp"
@@ -920,4 +924,144 @@ TEST_CASE_METHOD(paths_fixture, "protocol path: a staged bulk write fails into o
   all_failed(h.receivers, errc::link_lost, cause, pr(0));
   for (auto& r : h.receivers)
     CHECK(r.released());
+}
+
+TEST_CASE_METHOD(paths_fixture,
+                 "protocol path: a WaitingForInput deadline (prefill never opens the room)",
+                 "[actors][protocol][paths]") {
+  limits.heartbeat = 1h;  // no pings in the way of the deadline
+  limits.waiting_for_input = 4s;
+  staging.enabled = false;
+  start(1, 1, 2, 1);
+  auto h = open_decode(false);
+  // The requests wait at the prefill rank for its scheduler to open the
+  // room, which it never does: no chunk comes.
+  CHECK_FALSE(sched.has_job());
+  sched.advance_time(3s);
+  CHECK_FALSE(sched.has_job());
+  for (auto& r : h.receivers)
+    CHECK(r.poll() == kv_poll::waiting_for_input);
+  sched.advance_time(1s);
+  // Both decode ranks' deadlines fire; both report, the first cause wins.
+  for (size_t i = 0; i < 2; ++i)
+    expect((deadline_atom, uint64_t, uint64_t), from(d(i)).to(d(i)).with(_, room_id, _));
+  const std::string cause = to_string(key) + " stayed in WaitingForInput past its 4s deadline";
+  for (uint32_t i = 0; i < 2; ++i) {
+    auto report = next<room_failure>(dec);
+    check_failure(report.why, errc::deadline, cause, dr(i));
+    expect((room_failure), from(d(i)).to(dec));
+  }
+  // The verdict goes to the prefill rank the joins named too: it keeps it
+  // for the room it has not opened.
+  for (size_t i = 0; i < 2; ++i)
+    expect_failed_verdict(d(i), errc::deadline, cause, dr(0));
+  expect_failed_verdict(p(0), errc::deadline, cause, dr(0));
+  for (size_t i = 0; i < 2; ++i)
+    disallow((room_verdict), from(dec).to(d(i)));
+  CHECK_FALSE(sched.has_job());
+  all_failed(h.receivers, errc::deadline, cause, dr(0));
+
+  // Its scheduler opens the room late: it concludes at once, in the same
+  // words, and writes nothing.
+  prefill[0].pool->fill_room(seed, room_id, src, src_aux);
+  h.senders.push_back(prefill[0].rt->make_sender(room_id));
+  expect((room_open_atom, uint64_t, room_slot_ptr), from(p(0)).to(p(0)).with(_, room_id, _));
+  disallow((room_failure), from(p(0)).to(dec));
+  CHECK_FALSE(sched.has_job());
+  all_failed(h.senders, errc::deadline, cause, dr(0));
+  all_failed(h.receivers, errc::deadline, cause, dr(0));
+}
+
+TEST_CASE_METHOD(paths_fixture,
+                 "protocol path: a Bootstrapping deadline (the prefill bootstrap never answers)",
+                 "[actors][protocol][paths]") {
+  limits.heartbeat = 1h;  // no pings in the way of the deadline
+  limits.bootstrapping = 8s;
+  staging.enabled = false;
+  start(1, 1, 1, 1);
+  // The prefill instance's bootstrap stops (SIGSTOP): no topology query is
+  // answered, nothing drops.
+  freeze(boot);
+  room_handles h;
+  h.receivers.push_back(decode[0].rt->make_receiver(room_id, where()));
+  h.receivers.back().init(dst, dst_aux);
+  prefill[0].pool->fill_room(seed, room_id, src, src_aux);
+  h.senders.push_back(prefill[0].rt->make_sender(room_id));
+  h.senders.back().init(static_cast<uint32_t>(src.size()), src_aux);
+  expect((room_open_atom, uint64_t, bootstrap_locator, room_slot_ptr),
+         from(d(0)).to(d(0)).with(_, room_id, _, _));
+  expect((receiver_init), from(d(0)).to(d(0)));
+  expect((room_open_atom, uint64_t, room_slot_ptr), from(p(0)).to(p(0)).with(_, room_id, _));
+  expect((sender_init), from(p(0)).to(p(0)));
+  // The decode rank tells its decider of the room (no sources) and asks the
+  // bootstrap who serves it; the question waits.
+  expect((room_join), from(d(0)).to(dec).with(room_join{room_id, dr(0), {}}));
+  key = next<room_keyed>(d(0)).key;
+  expect((room_keyed), from(dec).to(d(0)).with(room_keyed{key}));
+  CHECK(only_frozen_wait());
+  CHECK(h.receivers[0].poll() == kv_poll::bootstrapping);
+  CHECK(h.senders[0].poll() == kv_poll::bootstrapping);
+
+  // The question times out; the rank asks again after a backoff (one more
+  // question waits). Some requests answered long ago time out too (dropped).
+  sched.advance_time(5s);
+  expect((caf::error), from(p(0)).to(p(0)));
+  expect((caf::error), from(d(0)).to(d(0)).with(caf::make_error(caf::sec::request_timeout)));
+  sched.advance_time(1s);
+  expect((retry_atom, std::string), from(d(0)).to(d(0)).with(_, where().key()));
+  CHECK(only_frozen_wait());
+  sched.advance_time(1s);
+  CHECK(only_frozen_wait());
+  CHECK(h.receivers[0].poll() == kv_poll::bootstrapping);
+  CHECK(h.senders[0].poll() == kv_poll::bootstrapping);
+
+  // Both sides' deadlines fire (each twice: the one armed at the open is
+  // stale since the init). The decode rank names the bootstrap it could not
+  // reach; its decider decides for the decode side. No decode rank ever asked
+  // the prefill rank: it concludes alone, in its instance's words.
+  sched.advance_time(1s);
+  expect((deadline_atom, uint64_t, uint64_t), from(d(0)).to(d(0)).with(_, room_id, _));
+  expect((deadline_atom, uint64_t, uint64_t), from(d(0)).to(d(0)).with(_, room_id, _));
+  expect((deadline_atom, uint64_t, uint64_t), from(p(0)).to(p(0)).with(_, room_id, _));
+  expect((deadline_atom, uint64_t, uint64_t), from(p(0)).to(p(0)).with(_, room_id, _));
+  disallow((room_failure), from(p(0)).to(dec));
+  const std::string cause = to_string(key) +
+                            " stayed in Bootstrapping past its 8s deadline (prefill instance at " +
+                            where().key() + ": topology query: system_error(request_timeout))";
+  auto report = next<room_failure>(dec);
+  check_failure(report.why, errc::bootstrap_unreachable, cause, dr(0));
+  expect((room_failure), from(d(0)).to(dec));
+  expect_failed_verdict(d(0), errc::bootstrap_unreachable, cause, dr(0));
+  CHECK(only_frozen_wait());
+  all_failed(h.receivers, errc::bootstrap_unreachable, cause, dr(0));
+  const std::string alone =
+      "room 1 stayed in Bootstrapping past its 8s deadline: no decode rank asked for it";
+  const auto instance = instance_ref(role::prefill, "prefill-0", 3);
+  all_failed(h.senders, errc::deadline, alone, instance);
+
+  // The bootstrap wakes up and answers both questions; the first answer
+  // came too late and is dropped. The handshake completes for later rooms,
+  // and the failed room is joined with its sources, so that the verdict
+  // reaches the prefill side: it has concluded alone already, and keeps its
+  // own cause. No request goes out for the failed room.
+  thaw(boot);
+  expect((topology_atom), from(d(0)).to(boot));
+  expect((topology_atom), from(d(0)).to(boot));
+  expect((topology), from(boot).to(d(0)));
+  expect((dest_registration), from(d(0)).to(p(0)));
+  expect((peer_connect), from(p(0)).to(t(0)));
+  expect((dest_accepted), from(p(0)).to(d(0)).with(dest_accepted{pr(0), false}));
+  auto join = next<room_join>(dec);
+  CHECK(join.rank == dr(0));
+  CHECK(join.prefill.size() == 1u);
+  expect((room_join), from(d(0)).to(dec));
+  disallow((room_request), from(d(0)).to(p(0)));
+  expect((room_keyed), from(dec).to(d(0)).with(room_keyed{key}));
+  expect_failed_verdict(d(0), errc::bootstrap_unreachable, cause, dr(0));
+  expect_failed_verdict(p(0), errc::bootstrap_unreachable, cause, dr(0));
+  disallow((room_failure), from(p(0)).to(dec));
+  CHECK_FALSE(sched.has_job());
+
+  all_failed(h.receivers, errc::bootstrap_unreachable, cause, dr(0));
+  all_failed(h.senders, errc::deadline, alone, instance);
 }
