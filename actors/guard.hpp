@@ -26,6 +26,7 @@
 #include <utility>
 
 #include <caf/error.hpp>
+#include <caf/make_message.hpp>
 #include <caf/result.hpp>
 
 #include "messages/failure.hpp"

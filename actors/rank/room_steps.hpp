@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include <caf/make_message.hpp>
 #include <caf/result.hpp>
 
 #include "actors/log.hpp"

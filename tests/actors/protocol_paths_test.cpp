@@ -744,8 +744,8 @@ TEST_CASE_METHOD(paths_fixture, "protocol path: heartbeat loss (a prefill rank s
   // participant of the undecided room, which does not. The decode rank
   // checks its decider (heard from: nothing to do).
   sched.advance_time(1s);
-  expect((beat_atom), from(dec).to(dec));
-  expect((beat_atom), from(d(0)).to(d(0)));
+  expect((heartbeat_tick_atom), from(dec).to(dec));
+  expect((heartbeat_tick_atom), from(d(0)).to(d(0)));
   expect((heartbeat_atom, uint64_t), from(dec).to(d(0)));
   expect((heartbeat_atom, uint64_t), from(d(0)).to(dec));
   CHECK(only_frozen_wait());
@@ -754,8 +754,8 @@ TEST_CASE_METHOD(paths_fixture, "protocol path: heartbeat loss (a prefill rank s
   sched.advance_time(1s);
   expect((caf::error), from(dec).to(dec).with(caf::make_error(caf::sec::request_timeout)));
   disallow((room_verdict), from(dec).to(d(0)));
-  expect((beat_atom), from(dec).to(dec));
-  expect((beat_atom), from(d(0)).to(d(0)));
+  expect((heartbeat_tick_atom), from(dec).to(dec));
+  expect((heartbeat_tick_atom), from(d(0)).to(d(0)));
   expect((heartbeat_atom, uint64_t), from(dec).to(d(0)));
   expect((heartbeat_atom, uint64_t), from(d(0)).to(dec));
   CHECK(only_frozen_wait());
@@ -767,8 +767,8 @@ TEST_CASE_METHOD(paths_fixture, "protocol path: heartbeat loss (a prefill rank s
   sched.advance_time(1s);
   const std::string cause = "prefill-0 tp0 pp0 answered none of 2 heartbeats in a row (2s)";
   expect((caf::error), from(dec).to(dec).with(caf::make_error(caf::sec::request_timeout)));
-  expect((beat_atom), from(dec).to(dec));
-  expect((beat_atom), from(d(0)).to(d(0)));
+  expect((heartbeat_tick_atom), from(dec).to(dec));
+  expect((heartbeat_tick_atom), from(d(0)).to(d(0)));
   expect_failed_verdict(d(0), errc::heartbeat_lost, cause, pr(0));
   // Decided: the decode rank reports nothing of its own.
   disallow((room_failure), from(d(0)).to(dec));
@@ -782,7 +782,7 @@ TEST_CASE_METHOD(paths_fixture, "protocol path: heartbeat loss (a prefill rank s
   // check (late: a stall, its decider gets a fresh grace period), the two
   // pings that timed out, the verdict, the probe.
   thaw(p(0));
-  expect((beat_atom), from(p(0)).to(p(0)));
+  expect((heartbeat_tick_atom), from(p(0)).to(p(0)));
   expect((heartbeat_atom, uint64_t), from(dec).to(p(0)));
   expect((heartbeat_atom, uint64_t), from(dec).to(p(0)));
   expect_failed_verdict(p(0), errc::heartbeat_lost, cause, pr(0));

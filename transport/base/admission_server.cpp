@@ -20,13 +20,13 @@ struct admitted_batch {
 
 }  // namespace
 
-status send_verdict(int fd, uint32_t magic, uint64_t seq, const status& st, const void* records,
-                    uint32_t n_records, size_t record_size) {
-  verdict v;
+status send_reply(int fd, uint32_t magic, uint64_t seq, const status& st, const void* records,
+                  uint32_t n_records, size_t record_size) {
+  reply v;
   v.magic = magic;
   v.seq = seq;
   v.code = static_cast<uint8_t>(st.error_code());
-  auto msg = st.message().substr(0, max_verdict_message);
+  auto msg = st.message().substr(0, max_reply_message);
   v.message_len = static_cast<uint32_t>(msg.size());
   v.n_regions = n_records;
   std::vector<iovec> iov{{&v, sizeof(v)},
@@ -55,7 +55,7 @@ void serve(int fd, fence_table& fences, const std::string& sender, const backend
       admitted.pop_front();
       if (muted())
         continue;  // the peer reads end-of-stream instead
-      if (!send_verdict(fd, part.wire.released, f.seq, {}).ok())
+      if (!send_reply(fd, part.wire.released, f.seq, {}).ok())
         break;
       continue;
     }
@@ -63,20 +63,20 @@ void serve(int fd, fence_table& fences, const std::string& sender, const backend
         !read_items(fd, ops, f.n_ops).ok())
       break;
     if (muted())
-      continue;  // the peer reads end-of-stream instead of a verdict
+      continue;  // the peer reads end-of-stream instead of a reply
     admitted_batch batch{f.seq, f.fence, {}};
-    status verdict_status = fences.enter(f.fence, sender, ops);
-    if (verdict_status.ok()) {
+    status reply_status = fences.enter(f.fence, sender, ops);
+    if (reply_status.ok()) {
       for (auto& op : ops)
         if (std::find(batch.regions.begin(), batch.regions.end(), op.region) == batch.regions.end())
           batch.regions.push_back(op.region);
-      verdict_status = part.check(begun_batch{ops, batch.regions});
-      if (verdict_status.ok())
+      reply_status = part.check(begun_batch{ops, batch.regions});
+      if (reply_status.ok())
         admitted.push_back(std::move(batch));
       else
         fences.leave(f.fence);
     }
-    if (!part.answer(f.seq, verdict_status).ok())
+    if (!part.answer(f.seq, reply_status).ok())
       break;
   }
   part.quiesce();

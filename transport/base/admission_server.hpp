@@ -4,7 +4,7 @@
 // regions, answer each begin in order, release a batch at its end, and once
 // the connection is over release what it still held. What a backend adds
 // comes in as callables: how its regions are checked and pinned, what it
-// sends with a verdict (shm: memfd grants before it; verbs: region_info
+// sends with a reply (shm: memfd grants before it; verbs: region_info
 // records after it), and what must stop before an admitted batch is released
 // (shm: the peer's copies; verbs: the queue pair).
 #pragma once
@@ -34,14 +34,14 @@ struct backend_part {
   magics wire{};  ///< the backend's magic numbers
 
   /// Checks every op of `b` against the backend's regions. ok: the regions
-  /// are pinned (until unpin()) and what answer() sends with the verdict is
-  /// ready; an error (the verdict): nothing is pinned.
+  /// are pinned (until unpin()) and what answer() sends with the reply is
+  /// ready; an error (the reply): nothing is pinned.
   std::function<status(const begun_batch& b)> check;
 
-  /// Answers begin `seq` with `verdict` (check()'s, or the fence's refusal,
-  /// check() not called): what the backend sends (send_verdict() among it),
+  /// Answers begin `seq` with `reply` (check()'s, or the fence's refusal,
+  /// check() not called): what the backend sends (send_reply() among it),
   /// then forgets what check() prepared. An error ends the connection.
-  std::function<status(uint64_t seq, const status& verdict)> answer;
+  std::function<status(uint64_t seq, const status& reply)> answer;
 
   /// Ends the pins of an admitted batch's regions.
   std::function<void(const std::vector<region_id>& regions)> unpin;
@@ -62,17 +62,17 @@ struct backend_part {
 /// still admitted (its fence left, its regions unpinned).
 void serve(int fd, fence_table& fences, const std::string& sender, const backend_part& part);
 
-/// Sends a verdict with `magic` on batch `seq`: `st`'s code and message (at
-/// most max_verdict_message bytes of it), then `n_records` records of
+/// Sends a reply with `magic` on batch `seq`: `st`'s code and message (at
+/// most max_reply_message bytes of it), then `n_records` records of
 /// `record_size` bytes at `records` (counted in n_regions: verbs' region_info).
-status send_verdict(int fd, uint32_t magic, uint64_t seq, const status& st,
-                    const void* records = nullptr, uint32_t n_records = 0, size_t record_size = 0);
+status send_reply(int fd, uint32_t magic, uint64_t seq, const status& st,
+                  const void* records = nullptr, uint32_t n_records = 0, size_t record_size = 0);
 
 template <class Record>
-status send_verdict(int fd, uint32_t magic, uint64_t seq, const status& st,
-                    const std::vector<Record>& records) {
-  return send_verdict(fd, magic, seq, st, records.data(), static_cast<uint32_t>(records.size()),
-                      sizeof(Record));
+status send_reply(int fd, uint32_t magic, uint64_t seq, const status& st,
+                  const std::vector<Record>& records) {
+  return send_reply(fd, magic, seq, st, records.data(), static_cast<uint32_t>(records.size()),
+                    sizeof(Record));
 }
 
 }  // namespace kvferry::transport::admission

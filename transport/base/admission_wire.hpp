@@ -7,10 +7,10 @@
 //
 //   sender → receiver:  per batch: frame{begin} + op_header × n_ops, and once
 //                       written frame{end}
-//   receiver → sender:  per begun batch, in order: verdict{code} + message
+//   receiver → sender:  per begun batch, in order: reply{code} + message
 //                       (+ what the backend adds: shm's grants before it,
 //                       verbs' region_info × n_regions after it); per end,
-//                       verdict{released}: the batch no longer holds its fence
+//                       reply{released}: the batch no longer holds its fence
 //
 // Each backend has its own magic numbers ("KV", its letter, the message's
 // letter) and its own hello; the rest is this file's. All fields are
@@ -19,8 +19,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "transport/base/op_header.hpp"
+#include "transport/status.hpp"
 
 namespace kvferry::transport::admission {
 
@@ -35,8 +38,8 @@ constexpr uint32_t magic(char backend, char message) {
 struct magics {
   uint32_t begin;     ///< frame: a batch's ops follow
   uint32_t end;       ///< frame: the batch is written
-  uint32_t verdict;   ///< verdict: the answer to a begin
-  uint32_t released;  ///< verdict: the answer to an end
+  uint32_t reply;     ///< reply: the answer to a begin
+  uint32_t released;  ///< reply: the answer to an end
 
   /// The magics of backend letter `backend` ('S' for shm, 'I' for verbs).
   static constexpr magics of(char backend) {
@@ -46,7 +49,7 @@ struct magics {
 
 /// Bounds a receiver enforces before it reads further.
 constexpr uint32_t max_ops_per_batch = 1u << 22;
-constexpr uint32_t max_verdict_message = 1024;
+constexpr uint32_t max_reply_message = 1024;
 
 /// begin (n_ops op_headers follow) or end (nothing follows) of batch `seq`.
 /// `magic` has no default: the sender names its backend's begin or end.
@@ -62,12 +65,12 @@ struct frame {
 /// error (the receiver released the batch; send no end), then message_len
 /// bytes of message. With the released magic: the answer to end `seq` (no
 /// message). `magic` has no default: the receiver names its backend's.
-struct verdict {
+struct reply {
   uint32_t magic = 0;
   uint8_t code = 0;  ///< transport::code
   uint8_t reserved[3] = {0, 0, 0};
   uint64_t seq = 0;
-  uint32_t message_len = 0;  ///< bytes of message that follow, at most max_verdict_message
+  uint32_t message_len = 0;  ///< bytes of message that follow, at most max_reply_message
   uint32_t n_regions = 0;    ///< verbs: region_info records after the message; shm: 0
 };
 
@@ -75,9 +78,24 @@ static_assert(sizeof(frame) == 32);
 static_assert(offsetof(frame, magic) == 0 && offsetof(frame, n_ops) == 4 &&
               offsetof(frame, seq) == 8 && offsetof(frame, fence) == 16 &&
               offsetof(frame, reserved) == 24);
-static_assert(sizeof(verdict) == 24);
-static_assert(offsetof(verdict, magic) == 0 && offsetof(verdict, code) == 4 &&
-              offsetof(verdict, seq) == 8 && offsetof(verdict, message_len) == 16 &&
-              offsetof(verdict, n_regions) == 20);
+static_assert(sizeof(reply) == 24);
+static_assert(offsetof(reply, magic) == 0 && offsetof(reply, code) == 4 &&
+              offsetof(reply, seq) == 8 && offsetof(reply, message_len) == 16 &&
+              offsetof(reply, n_regions) == 20);
+
+/// What the code byte of a reply to a begin means to the sender: ok, or the
+/// batch's refusal with the receiver's `message`. A refused batch is the
+/// batch's failure, never the link's (the receiver checked it and the
+/// connection carries on), so a link error code from the peer reads as
+/// invalid_argument. Nothing if the byte is no transport code: the peer
+/// speaks something else.
+inline std::optional<status> reply_status(uint8_t code_byte, const std::string& message) {
+  if (code_byte == static_cast<uint8_t>(code::ok))
+    return status{};
+  if (code_byte > static_cast<uint8_t>(code::not_granted))
+    return std::nullopt;
+  auto c = static_cast<code>(code_byte);
+  return status::from(is_link_error(c) ? code::invalid_argument : c, message);
+}
 
 }  // namespace kvferry::transport::admission

@@ -83,8 +83,8 @@ status peer_key::verify(int fd, const std::string& sender, const std::string& se
   auto want = answer(credential_for(sender), c.nonce, self);
   auth_result r;
   r.accepted = CRYPTO_memcmp(got.data(), want.data(), want.size()) == 0 ? 1 : 0;
-  std::vector<iovec> verdict{{&r, sizeof(r)}};
-  (void)write_all(fd, verdict);
+  std::vector<iovec> reply{{&r, sizeof(r)}};
+  (void)write_all(fd, reply);
   if (!r.accepted)
     return status::connect_failed("'" + sender + "' answered the challenge wrongly");
   return {};

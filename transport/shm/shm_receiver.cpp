@@ -93,7 +93,7 @@ void shm_receiver::serve(connection& conn) {
   if (!conns_.greet(conn, h, max_name, key_, endpoint_))
     return;
   const std::string sender = conn.sender;  // set by greet(), fixed from now on
-  // What the next verdict brings along: grants of the regions the peer has
+  // What the next reply brings along: grants of the regions the peer has
   // not mapped yet (a memfd each; a handle for device memory).
   std::vector<region_id> granted;  // sorted: regions whose memfd this peer holds
   std::vector<std::pair<grant, int>> grants;
@@ -140,7 +140,7 @@ void shm_receiver::serve(connection& conn) {
   };
   // The grants go out even with a refusal (those prepared before it): the
   // peer maps them, and they are not sent again.
-  part.answer = [&](uint64_t seq, const status& verdict) -> status {
+  part.answer = [&](uint64_t seq, const status& reply) -> status {
     auto memfds = std::exchange(grants, {});
     auto handles = std::exchange(device_grants, {});
     for (auto& [g, gfd] : memfds) {
@@ -154,7 +154,7 @@ void shm_receiver::serve(connection& conn) {
         return st;
       granted.insert(std::upper_bound(granted.begin(), granted.end(), g.region), g.region);
     }
-    return admission::send_verdict(fd, verdict_magic, seq, verdict);
+    return admission::send_reply(fd, reply_magic, seq, reply);
   };
   part.unpin = [&](const std::vector<region_id>& ids) { pins_.unpin(ids); };
   // The peer may still be copying a batch it was admitted: wait for its end of

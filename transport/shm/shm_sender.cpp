@@ -44,7 +44,7 @@ shm_sender::~shm_sender() {
   {
     std::lock_guard guard{mu_};
     stopping_ = true;
-    // Wakes a verdict read but lets the receiver see our end open until the
+    // Wakes a reply read but lets the receiver see our end open until the
     // copy in progress is over and the socket is closed below.
     if (fd_.valid())
       ::shutdown(fd_.get(), SHUT_RD);
@@ -135,9 +135,9 @@ void shm_sender::run() {
       continue;
     }
     // Copy the first admitted batch once nothing before it still waits for a
-    // verdict; otherwise wait for what the receiver says next.
+    // reply; otherwise wait for what the receiver says next.
     auto next = std::find_if(pending_.begin(), pending_.end(), [](auto& p) {
-      return p.at == stage::awaiting_verdict || p.at == stage::admitted;
+      return p.at == stage::awaiting_reply || p.at == stage::admitted;
     });
     if (next != pending_.end() && next->at == stage::admitted) {
       next->result = copy(next->batch);
@@ -231,9 +231,9 @@ void shm_sender::begin(pending_batch& p) {
 
 status shm_sender::read_message() {
   using stage = pending_batch::stage;
-  // grant, device_grant and verdict have the same size; the magic tells which came.
-  static_assert(sizeof(grant) == sizeof(verdict) && sizeof(device_grant) == sizeof(verdict));
-  alignas(8) std::byte buf[sizeof(verdict)];
+  // grant, device_grant and reply have the same size; the magic tells which came.
+  static_assert(sizeof(grant) == sizeof(reply) && sizeof(device_grant) == sizeof(reply));
+  alignas(8) std::byte buf[sizeof(reply)];
   int passed = -1;
   auto st = read_exact(fd_.get(), buf, sizeof(buf), &passed);
   if (!st.ok())
@@ -263,11 +263,11 @@ status shm_sender::read_message() {
   }
   if (passed >= 0)
     ::close(passed);
-  verdict v;
+  reply v;
   std::memcpy(&v, buf, sizeof(v));
   auto* p = find_pending(v.seq);
-  auto expected = magic == released_magic ? stage::awaiting_release : stage::awaiting_verdict;
-  if ((magic != verdict_magic && magic != released_magic) || v.message_len > max_verdict_message ||
+  auto expected = magic == released_magic ? stage::awaiting_release : stage::awaiting_reply;
+  if ((magic != reply_magic && magic != released_magic) || v.message_len > max_reply_message ||
       p == nullptr || p->at != expected)
     return status::protocol_error("shm peer " + endpoint_ + ": unexpected message (magic " +
                                   std::to_string(magic) + ") on batch " + std::to_string(v.seq));
@@ -278,18 +278,15 @@ status shm_sender::read_message() {
     p->at = stage::done;  // result holds the copy's outcome
     return {};
   }
-  if (v.code == static_cast<uint8_t>(code::ok)) {
+  auto result = admission::reply_status(v.code, "shm peer " + endpoint_ + ": " + message);
+  if (!result)
+    return status::protocol_error("shm peer " + endpoint_ + ": reply code " +
+                                  std::to_string(v.code) + " is not a transport code");
+  if (result->ok()) {
     p->at = stage::admitted;
     return {};
   }
-  if (v.code > static_cast<uint8_t>(code::not_granted))
-    return status::protocol_error("shm peer " + endpoint_ + ": verdict code " +
-                                  std::to_string(v.code) + " is not a transport code");
-  // A refused batch is the batch's failure, never the link's: the receiver
-  // checked it and the connection carries on.
-  auto result = static_cast<code>(v.code);
-  p->result = status::from(is_link_error(result) ? code::invalid_argument : result,
-                           "shm peer " + endpoint_ + ": " + message);
+  p->result = std::move(*result);
   p->at = stage::done;
   return {};
 }

@@ -57,13 +57,13 @@ class shm_sender {
   };
 
   /// A batch taken off the queue, in post order, and how far it got:
-  ///   awaiting_verdict → admitted → (copy, end) → awaiting_release → done
+  ///   awaiting_reply → admitted → (copy, end) → awaiting_release → done
   /// or done at once when refused here or by the receiver.
   struct pending_batch {
-    enum class stage { awaiting_verdict, admitted, awaiting_release, done };
+    enum class stage { awaiting_reply, admitted, awaiting_release, done };
     write_batch batch;
     uint64_t seq = 0;
-    stage at = stage::awaiting_verdict;
+    stage at = stage::awaiting_reply;
     status result;  ///< the outcome once done (or the copy's, while awaiting release)
   };
 

@@ -11,8 +11,8 @@
 //   receiver → sender:  per begun batch, in order: grant × k (one memfd each, for
 //                       regions this connection has not mapped yet; for a region in
 //                       device memory a device_grant + its handle instead), then
-//                       verdict + message;
-//                       per end, a verdict{released}: the batch no longer holds its fence
+//                       reply + message;
+//                       per end, a reply{released}: the batch no longer holds its fence
 //
 // The sender may begin a few batches ahead of the one it copies; ends come in
 // begin order. All fields are little-endian; structs are sent as bytes.
@@ -30,16 +30,16 @@ constexpr uint32_t hello_magic = 0x4853564B;                    // "KVSH"
 constexpr uint32_t begin_magic = admission_magics.begin;        // "KVSB"
 constexpr uint32_t end_magic = admission_magics.end;            // "KVSE"
 constexpr uint32_t grant_magic = 0x4753564B;                    // "KVSG"
-constexpr uint32_t verdict_magic = admission_magics.verdict;    // "KVSV"
+constexpr uint32_t reply_magic = admission_magics.reply;        // "KVSV"
 constexpr uint32_t released_magic = admission_magics.released;  // "KVSR"
 constexpr uint32_t device_grant_magic = 0x4453564B;             // "KVSD"
 constexpr uint32_t wire_version = 1;
-static_assert(begin_magic == 0x4253564B && end_magic == 0x4553564B && verdict_magic == 0x5653564B &&
+static_assert(begin_magic == 0x4253564B && end_magic == 0x4553564B && reply_magic == 0x5653564B &&
               released_magic == 0x5253564B);
 
 /// Bounds a receiver enforces before it reads further.
 using admission::max_ops_per_batch;
-using admission::max_verdict_message;
+using admission::max_reply_message;
 constexpr uint32_t max_name = 256;
 constexpr uint32_t max_device_handle = 256;
 
@@ -51,9 +51,9 @@ struct hello {
 };
 
 /// The admission messages and their op_header (transport/base/); shm's
-/// verdicts carry no regions (n_regions 0).
+/// replies carry no regions (n_regions 0).
 using admission::frame;
-using admission::verdict;
+using admission::reply;
 
 /// Region `region` is `length` bytes at `file_offset` of the memfd passed with
 /// this message.

@@ -96,7 +96,7 @@ void tcp_receiver::serve(connection& conn) {
     }
     if (sum != bh.payload_bytes)
       return;
-    status verdict;
+    status answer;
     bool payload_read = false;
     {
       // The fence is checked and held for the whole batch: once closed,
@@ -104,33 +104,33 @@ void tcp_receiver::serve(connection& conn) {
       // this one is still writing.
       fence_pass pass{fences_, bh.fence, sender, ops};
       if (!pass.admitted())
-        verdict = pass.refusal();
+        answer = pass.refusal();
       auto held = regions_.guard();
       runs.clear();
       for (auto& op : ops) {
-        if (!verdict.ok())
+        if (!answer.ok())
           break;
         auto dst = regions_.resolve(held, op.region, op.offset, op.length, "receiver");
         if (!dst.ok()) {
-          verdict = dst.error();
+          answer = dst.error();
           break;
         }
         // Ops contiguous in memory are read as one run.
         append_run(runs, *dst, op.length, regions_.kind_of(held, op.region));
       }
-      if (verdict.ok()) {
+      if (answer.ok()) {
         auto got = receive_runs(fd, runs, device_.get());
         if (!got.link.ok())
           return;
         // A device copy that failed: the rest of the batch was read off the
         // stream, and only this batch is refused.
-        verdict = got.placed;
+        answer = got.placed;
         payload_read = true;
       }
     }
-    if (!verdict.ok() && !payload_read && !discard_exact(fd, bh.payload_bytes).ok())
+    if (!answer.ok() && !payload_read && !discard_exact(fd, bh.payload_bytes).ok())
       return;
-    if (!send_ack(fd, bh.cookie, verdict).ok())
+    if (!send_ack(fd, bh.cookie, answer).ok())
       return;
   }
 }

@@ -80,7 +80,7 @@ void verbs_receiver::serve(connection& conn) {
       return;
   }
   std::set<region_id> told;       // regions whose addr/rkey this sender has
-  std::vector<region_info> news;  // what the next verdict tells
+  std::vector<region_info> news;  // what the next reply tells
   admission::backend_part part;
   part.wire = admission_magics;
   part.check = [&](const admission::begun_batch& b) -> status {
@@ -110,8 +110,8 @@ void verbs_receiver::serve(connection& conn) {
       told.insert(r.region);
     return {};
   };
-  part.answer = [&](uint64_t seq, const status& verdict) {
-    return admission::send_verdict(fd, verdict_magic, seq, verdict, std::exchange(news, {}));
+  part.answer = [&](uint64_t seq, const status& reply) {
+    return admission::send_reply(fd, reply_magic, seq, reply, std::exchange(news, {}));
   };
   part.unpin = [&](const std::vector<region_id>& ids) { regions_.unpin(ids); };
   // Nothing of an admitted batch may land once it is released.

@@ -399,11 +399,11 @@ void verbs_sender::reader_loop(int fd, uint64_t generation) {
   std::string message;
   std::vector<region_info> regions;
   for (;;) {
-    verdict v;
+    reply v;
     auto st = read_exact(fd, &v, sizeof(v));
-    if (st.ok() && ((v.magic != verdict_magic && v.magic != released_magic) ||
-                    v.message_len > max_verdict_message || v.n_regions > max_regions_per_verdict))
-      st = status::protocol_error("malformed verdict");
+    if (st.ok() && ((v.magic != reply_magic && v.magic != released_magic) ||
+                    v.message_len > max_reply_message || v.n_regions > max_regions_per_reply))
+      st = status::protocol_error("malformed reply");
     if (st.ok()) {
       message.resize(v.message_len);
       regions.resize(v.n_regions);
@@ -431,10 +431,15 @@ void verbs_sender::reader_loop(int fd, uint64_t generation) {
       finish(v.seq, std::move(result));
       continue;
     }
-    auto verdict_code = static_cast<code>(v.code);
-    if (verdict_code != code::ok) {
+    auto result = admission::reply_status(v.code, peer() + ": " + message);
+    if (!result) {
+      drop(generation, status::protocol_error(peer() + ": reply code " + std::to_string(v.code) +
+                                              " is not a transport code"));
+      return;
+    }
+    if (!result->ok()) {
       // Refused: the receiver holds nothing of it; no end is sent.
-      finish(v.seq, status::from(verdict_code, peer() + ": " + message));
+      finish(v.seq, std::move(*result));
       continue;
     }
     status broken;
@@ -443,7 +448,7 @@ void verbs_sender::reader_loop(int fd, uint64_t generation) {
       std::unique_lock guard{mu_};
       if (pending_.count(v.seq) == 0) {
         guard.unlock();
-        drop(generation, status::protocol_error(peer() + ": verdict for batch seq " +
+        drop(generation, status::protocol_error(peer() + ": reply for batch seq " +
                                                 std::to_string(v.seq) + " that was not begun"));
         return;
       }

@@ -1,7 +1,7 @@
 // The sending half of the verbs backend: one side channel and one RC queue
 // pair to one peer. A worker thread takes batches in post order, checks their
 // local ops and asks the receiver to admit them (begin); a reader thread takes
-// the receiver's verdicts, checks every op against the regions the receiver
+// the receiver's replies, checks every op against the regions the receiver
 // advertised and posts the batch as linked RDMA WRITE work requests, coalesced
 // and selectively signalled; a completion thread sleeps on the completion
 // channel, and on a batch's last completion tells the receiver it is done

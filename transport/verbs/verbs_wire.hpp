@@ -10,10 +10,10 @@
 //   sender → receiver:  hello + qp_info + the sender's endpoint (name_len bytes),
 //                       then per batch: frame{begin} + op_header × n_ops, and
 //                       once its writes completed frame{end}
-//   receiver → sender:  hello + qp_info, then per begun batch, in order: verdict
+//   receiver → sender:  hello + qp_info, then per begun batch, in order: reply
 //                       + message + region_info × n_regions (regions this
 //                       connection has not been told of yet); per end,
-//                       verdict{released}: the batch no longer holds its fence
+//                       reply{released}: the batch no longer holds its fence
 //
 // All fields are little-endian; structs are sent as bytes.
 #pragma once
@@ -30,15 +30,15 @@ constexpr admission::magics admission_magics = admission::magics::of('I');
 constexpr uint32_t hello_magic = 0x4849564B;                    // "KVIH"
 constexpr uint32_t begin_magic = admission_magics.begin;        // "KVIB"
 constexpr uint32_t end_magic = admission_magics.end;            // "KVIE"
-constexpr uint32_t verdict_magic = admission_magics.verdict;    // "KVIV"
+constexpr uint32_t reply_magic = admission_magics.reply;        // "KVIV"
 constexpr uint32_t released_magic = admission_magics.released;  // "KVIR"
 constexpr uint32_t wire_version = 1;
-static_assert(begin_magic == 0x4249564B && end_magic == 0x4549564B && verdict_magic == 0x5649564B &&
+static_assert(begin_magic == 0x4249564B && end_magic == 0x4549564B && reply_magic == 0x5649564B &&
               released_magic == 0x5249564B);
 
 using admission::max_ops_per_batch;
-using admission::max_verdict_message;
-constexpr uint32_t max_regions_per_verdict = 1u << 16;
+using admission::max_reply_message;
+constexpr uint32_t max_regions_per_reply = 1u << 16;
 constexpr uint32_t max_name = 256;
 
 struct hello {
@@ -49,10 +49,10 @@ struct hello {
   qp_info qp;
 };
 
-/// The admission messages and their op_header (transport/base/); a verdict
+/// The admission messages and their op_header (transport/base/); a reply
 /// counts the region_info records that follow its message in n_regions.
 using admission::frame;
-using admission::verdict;
+using admission::reply;
 
 /// A receiver region the sender may write: `length` bytes at `addr`, `rkey`.
 struct region_info {
