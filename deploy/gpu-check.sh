@@ -106,10 +106,11 @@ for p in \$pids; do wait \$p; done; pids=
 \$CXX -o $D/segment_copy_test $ROOT/tests/cuda/segment_copy_test.cpp $D/catch_main.o \\
   $ROOT/transport/status.cpp $ROOT/transport/segment_copy.cpp & pids="\$pids \$!"
 # The data-plane cases need the host backends (not verbs: the registry names
-# it only where KVFERRY_HAVE_VERBS is defined, so libibverbs is not needed).
+# it only where KVFERRY_HAVE_VERBS is defined, so libibverbs is not needed),
+# and the host backends' peer authentication needs libcrypto (HMAC-SHA256).
 DATA_PLANE="$ROOT/tests/cuda/cuda_data_plane_test.cpp \$(ls $ROOT/transport/*.cpp $ROOT/transport/*/*.cpp | grep -v -e /cuda/ -e /verbs/ -e /status.cpp -e /segment_copy.cpp)"
 \$CXX '-DKVFERRY_CUDA_IPC_PEER="$D/cuda_ipc_peer"' -o $D/cuda_test $ROOT/tests/cuda/cuda_test.cpp \\
-  \$DATA_PLANE $D/catch_main.o \$SRC $D/cuda_segment_copy.o \$LIBS & pids="\$pids \$!"
+  \$DATA_PLANE $D/catch_main.o \$SRC $D/cuda_segment_copy.o \$LIBS -lcrypto & pids="\$pids \$!"
 for p in \$pids; do wait \$p; done
 DIRECT
 rm -f "$D/cuda_segment_copy.o"  # sources may have changed since a last run
