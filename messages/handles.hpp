@@ -22,6 +22,7 @@ using room_open_atom = caf::atom_constant<caf::atom("room_open")>;
 using room_abort_atom = caf::atom_constant<caf::atom("room_abort")>;
 using room_clear_atom = caf::atom_constant<caf::atom("room_clear")>;
 using room_poll_atom = caf::atom_constant<caf::atom("room_poll")>;
+/// Timer: a rank's earliest room deadline is due (actors/rank/deadline_book.hpp).
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using topology_atom = caf::atom_constant<caf::atom("topology")>;
@@ -120,7 +121,7 @@ using decode_rank_actor = caf::typed_actor<
     // own timers: (room, epoch) deadlines, topology retries (peer key),
     // decider registration retries, fences still waiting to close, the
     // check for a silent decider
-    caf::reacts_to<deadline_atom, uint64_t, uint64_t>, caf::reacts_to<retry_atom, std::string>,
+    caf::reacts_to<deadline_atom>, caf::reacts_to<retry_atom, std::string>,
     caf::reacts_to<register_atom>, caf::reacts_to<quiesce_atom>,
     caf::reacts_to<heartbeat_tick_atom>>;
 
@@ -161,9 +162,8 @@ using prefill_rank_actor = caf::typed_actor<
     caf::reacts_to<chunk_result>,
     // own timers: (room, epoch) deadlines, (room, generation) expiry of requests
     // for rooms not open yet, registration retries, the check for silent deciders
-    caf::reacts_to<deadline_atom, uint64_t, uint64_t>,
-    caf::reacts_to<expire_atom, uint64_t, uint64_t>, caf::reacts_to<register_atom>,
-    caf::reacts_to<heartbeat_tick_atom>>;
+    caf::reacts_to<deadline_atom>, caf::reacts_to<expire_atom, uint64_t, uint64_t>,
+    caf::reacts_to<register_atom>, caf::reacts_to<heartbeat_tick_atom>>;
 
 /// Turns chunks into coalesced transport writes for one prefill rank.
 using transfer_actor =

@@ -335,7 +335,7 @@ decode_rank_actor::behavior_type decode_rank(
               settle(self, room, kv_poll::failed, why);
             });
       },
-      [self](deadline_atom, uint64_t id, uint64_t epoch) { on_deadline(self, id, epoch); },
+      [self](deadline_atom) { deadlines_due(self, on_deadline); },
       [self](retry_atom, std::string& key) { probe(self, key); },
       [self](register_atom) {
         if (!self->state.registered)

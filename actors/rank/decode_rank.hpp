@@ -18,6 +18,7 @@
 #include "actors/common/deadlines.hpp"
 #include "actors/common/local_pool.hpp"
 #include "actors/guard.hpp"
+#include "actors/rank/deadline_book.hpp"
 #include "actors/rank/decode_room.hpp"
 #include "actors/rank/fence_drains.hpp"
 #include "actors/rank/incarnations.hpp"
@@ -75,6 +76,8 @@ struct decode_rank_state {
   stranger_log<caf::actor_addr> strangers;
   bool tick_armed = false;
   caf::actor_clock::time_point tick_due{};  // when the armed check should run
+  /// The deadlines of the live rooms, behind one timer (deadline_atom).
+  deadline_book<caf::actor_clock::time_point> room_deadlines;
   /// Run first inside the guard of every handler (actors/guard.hpp).
   handler_hook before_handler;
 };

@@ -77,6 +77,7 @@ caf::result<void> clear_room(self_ptr self, uint64_t id) {
   if (!room.fsm().terminal() || !room.slot() || !room.slot()->released())
     if (!st.draining.contains(room.key().generation))
       release(self, room);
+  st.room_deadlines.disarm(id);
   st.rooms.erase(i);
   st.finish_told.erase(id);
   return caf::unit;

@@ -184,6 +184,7 @@ caf::result<void> clear_room(self_ptr self, uint64_t id) {
                    "cleared by the prefill scheduler in " + to_string(room.fsm().state()),
                    st.cfg.self});
   st.early.bury(id, cleared_outcome(room.key(), room.fsm().state(), room.fsm().why(), st.cfg.self));
+  st.room_deadlines.disarm(id);
   st.rooms.erase(i);
   st.deciders.erase(id);
   st.finish_told.erase(id);
@@ -272,7 +273,7 @@ prefill_rank_actor::behavior_type prefill_rank(
       // -- transfer actor -------------------------------------------------------
       [self](chunk_result& r) { on_written(self, r); },
       // -- timers ---------------------------------------------------------------
-      [self](deadline_atom, uint64_t id, uint64_t epoch) { on_deadline(self, id, epoch); },
+      [self](deadline_atom) { deadlines_due(self, on_deadline); },
       [self](expire_atom, uint64_t id, uint64_t generation) {
         expire_waiting(self, id, generation);
       },

@@ -18,6 +18,7 @@
 
 #include "actors/common/deadlines.hpp"
 #include "actors/guard.hpp"
+#include "actors/rank/deadline_book.hpp"
 #include "actors/rank/early_arrivals.hpp"
 #include "actors/rank/incarnations.hpp"
 #include "actors/rank/prefill_room.hpp"
@@ -92,6 +93,8 @@ struct prefill_rank_state {
   silence_watch<caf::actor_addr, caf::actor_clock::time_point, rank_ref> deciders_heard;
   bool tick_armed = false;
   caf::actor_clock::time_point tick_due{};  // when the armed check should run
+  /// The deadlines of the live rooms, behind one timer (deadline_atom).
+  deadline_book<caf::actor_clock::time_point> room_deadlines;
   /// Run first inside the guard of every handler (actors/guard.hpp).
   handler_hook before_handler;
 };

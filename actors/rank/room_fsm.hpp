@@ -1,5 +1,6 @@
 // The KVPoll state machine of one room on one rank, with its deadlines. Plain
-// logic: the rank actor calls it and turns take_timer() into delayed messages.
+// logic: the rank actor calls it and keeps what take_timer() arms in its
+// deadline_book (one deadline per room, behind one timer per rank).
 //
 //   Bootstrapping ──▶ WaitingForInput ──▶ Transferring ──▶ Success
 //        │                  │                  │
@@ -7,8 +8,8 @@
 //
 // Monotonic: advance() only moves up; Failed and Success are final. Each
 // non-terminal state arms a deadline; touch() re-arms it on progress; a
-// deadline message carries the epoch it was armed with, and only the current
-// epoch counts. await_verdict() swaps the state's deadline for the verdict
+// deadline carries the epoch it was armed with, and only the current epoch
+// counts. await_verdict() swaps the state's deadline for the verdict
 // deadline once this rank has reported a failure to the room's decider.
 #pragma once
 

@@ -3,6 +3,8 @@
 // answer a poll, abort it, refuse a room that is not open.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -18,8 +20,31 @@
 
 namespace kvferry {
 
-/// Mirrors `fsm` into `slot` (when there is one) and schedules its deadline as
-/// (deadline_atom, room id, epoch) to `self`.
+/// Arms room `room`'s deadline (epoch `epoch`, `after` from now) in the
+/// rank's book (`Self`'s state has `room_deadlines`); the rank's one timer,
+/// a deadline_atom to `self`, is set again if it must go off earlier.
+template <class Self>
+void arm_deadline(Self* self, uint64_t room, uint64_t epoch, std::chrono::nanoseconds after) {
+  auto now = self->clock().now();
+  if (auto at = self->state.room_deadlines.arm(room, epoch, now + after))
+    self->delayed_send(self, std::max(*at - now, decltype(*at - now){0}), deadline_atom_v);
+}
+
+/// The rank's deadline timer went off: `on_deadline(self, room, epoch)` for
+/// each deadline due, earliest first, and the timer is set for the next one.
+template <class Self, class OnDeadline>
+void deadlines_due(Self* self, OnDeadline on_deadline) {
+  auto now = self->clock().now();
+  auto fired = self->state.room_deadlines.fire(now);
+  if (fired.set_timer)
+    self->delayed_send(self, std::max(*fired.set_timer - now, decltype(now - now){0}),
+                       deadline_atom_v);
+  for (auto& d : fired.due_now)
+    on_deadline(self, d.room, d.epoch);
+}
+
+/// Mirrors `fsm` into `slot` (when there is one) and keeps the room's
+/// deadline in the rank's book: the one `fsm` armed, none once it concluded.
 template <class Self>
 void publish(Self* self, const room_slot_ptr& slot, const room_key& key, room_fsm& fsm) {
   if (slot) {
@@ -29,7 +54,9 @@ void publish(Self* self, const room_slot_ptr& slot, const room_key& key, room_fs
       slot->advance(fsm.state());
   }
   if (auto t = fsm.take_timer())
-    self->delayed_send(self, t->after, deadline_atom_v, key.room, t->epoch);
+    arm_deadline(self, key.room, t->epoch, t->after);
+  if (fsm.terminal())
+    self->state.room_deadlines.disarm(key.room);
 }
 
 /// Concludes a room (`Room` has key(), fsm() and slot()) and publishes it.
