@@ -7,6 +7,8 @@
 //               both per write size 4 KiB..16 MiB, beside ucx_perftest when installed
 //   failover    kill_to_all_failed_p50_ms/_p99_ms, partition_to_all_failed_p99_ms
 //   cuda        gather/scatter kernel GB/s (vs cudaMemcpy D2D), bounce pipeline GB/s
+//   rooms       one-page rooms across two processes, N in flight: rooms/s, p50/p99,
+//               CPU us per room on each side (vs CAF's RTT)
 // The bench starts its peers itself (--peer=NAME re-executes this binary).
 #include <cstdlib>
 #include <iostream>
@@ -16,6 +18,7 @@
 #include "apps/bench/bench_args.hpp"
 #include "apps/bench/suite_cuda.hpp"
 #include "apps/bench/suite_failover.hpp"
+#include "apps/bench/suite_rooms.hpp"
 #include "apps/bench/suite_staging.hpp"
 #include "apps/bench/suite_tcp.hpp"
 #include "apps/bench/suite_transports.hpp"
@@ -44,7 +47,12 @@ int usage() {
                "        --min-tokens/--max-tokens, --chunk-pages=N, --transport=auto|tcp|shm\n"
                "  cuda  staging's gather/scatter kernel (baseline cudaMemcpy device to device)\n"
                "        and the pinned bounce pipeline (baseline cudaMemcpy D2H/H2D); skips\n"
-               "        without a GPU; --tokens=N, --iters=N, --bounce-bytes=B\n";
+               "        without a GPU; --tokens=N, --iters=N, --bounce-bytes=B\n"
+               "  rooms  rooms_per_s, room_latency_p50_us and cpu_us_per_room (each side's\n"
+               "        getrusage) for one-page rooms across two processes, pipelined with N\n"
+               "        in flight, baseline CAF's request round trip; --tp=1,4,\n"
+               "        --inflight=1,8,64,512, --rooms=N per configuration, --warmup=N,\n"
+               "        --transport=tcp|shm|auto\n";
   return 2;
 }
 
@@ -62,8 +70,10 @@ int main(int argc, char** argv) {
         return kvferry::bench::run_prefill_rooms_peer(a);
       if (peer == "transport-sink")
         return kvferry::bench::run_transport_sink_peer(a);
+      if (peer == "rooms-prefill")
+        return kvferry::bench::run_rooms_prefill_peer(a);
       std::cerr << "kvferry-bench: --peer=" << peer
-                << ", expected tcp-sink, prefill-rooms or transport-sink\n";
+                << ", expected tcp-sink, prefill-rooms, transport-sink or rooms-prefill\n";
       return 2;
     }
     if (a.suite == "tcp")
@@ -76,6 +86,8 @@ int main(int argc, char** argv) {
       return kvferry::bench::run_staging_suite(a);
     if (a.suite == "cuda")
       return kvferry::bench::run_cuda_suite(a);
+    if (a.suite == "rooms")
+      return kvferry::bench::run_rooms_suite(a);
     if (!a.suite.empty())
       std::cerr << "kvferry-bench: unknown suite '" << a.suite << "'\n";
     return usage();
