@@ -30,19 +30,6 @@ void arm_deadline(Self* self, uint64_t room, uint64_t epoch, std::chrono::nanose
     self->delayed_send(self, std::max(*at - now, decltype(*at - now){0}), deadline_atom_v);
 }
 
-/// The rank's deadline timer went off: `on_deadline(self, room, epoch)` for
-/// each deadline due, earliest first, and the timer is set for the next one.
-template <class Self, class OnDeadline>
-void deadlines_due(Self* self, OnDeadline on_deadline) {
-  auto now = self->clock().now();
-  auto fired = self->state.room_deadlines.fire(now);
-  if (fired.set_timer)
-    self->delayed_send(self, std::max(*fired.set_timer - now, decltype(now - now){0}),
-                       deadline_atom_v);
-  for (auto& d : fired.due_now)
-    on_deadline(self, d.room, d.epoch);
-}
-
 /// Mirrors `fsm` into `slot` (when there is one) and keeps the room's
 /// deadline in the rank's book: the one `fsm` armed, none once it concluded.
 template <class Self>
@@ -57,6 +44,30 @@ void publish(Self* self, const room_slot_ptr& slot, const room_key& key, room_fs
     arm_deadline(self, key.room, t->epoch, t->after);
   if (fsm.terminal())
     self->state.room_deadlines.disarm(key.room);
+}
+
+/// The rank's deadline timer went off: `on_deadline(self, room, epoch)` for
+/// each deadline due, earliest first, and the timer is set for the next one.
+/// A live room armed again since its due deadline (progress its rank has not
+/// published yet) gets its newer deadline in the book instead: no live room
+/// is ever left without one.
+template <class Self, class OnDeadline>
+void deadlines_due(Self* self, OnDeadline on_deadline) {
+  auto now = self->clock().now();
+  auto fired = self->state.room_deadlines.fire(now);
+  if (fired.set_timer)
+    self->delayed_send(self, std::max(*fired.set_timer - now, decltype(now - now){0}),
+                       deadline_atom_v);
+  for (auto& d : fired.due_now) {
+    auto i = self->state.rooms.find(d.room);
+    if (i == self->state.rooms.end() || i->second.fsm().terminal())
+      continue;
+    auto& room = i->second;
+    if (room.fsm().is_current(d.epoch))
+      on_deadline(self, d.room, d.epoch);
+    else
+      publish(self, room.slot(), room.key(), room.fsm());
+  }
 }
 
 /// Concludes a room (`Room` has key(), fsm() and slot()) and publishes it.
