@@ -19,6 +19,8 @@
 // the way leveldb's tests wrap its Env; instrumentation may count handlers.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <optional>
@@ -35,6 +37,14 @@ namespace kvferry {
 
 /// Run first inside the guard of each handler of an actor (see above).
 using handler_hook = std::function<void()>;
+
+/// Messages (handlers and response callbacks) the guarded actors of this
+/// process have run so far: what `kvferry-bench rooms` divides by its rooms.
+/// One relaxed increment per message; published on purpose, read by anyone.
+inline std::atomic<uint64_t>& messages_handled() {
+  static std::atomic<uint64_t> count{0};
+  return count;
+}
 
 /// What `f()` threw, as text; nothing if it returned.
 template <class F>
@@ -65,6 +75,7 @@ template <class Self, class OnException, class F, class R, class C, class... Ts>
 auto guard_as(Self* self, OnException on_exception, F f, R (C::*)(Ts...) const) {
   return [self, on_exception, f = std::move(f)](Ts... xs) -> R {
     std::string what;
+    messages_handled().fetch_add(1, std::memory_order_relaxed);
     try {
       if constexpr (requires { self->state.before_handler; })
         if (auto& hook = self->state.before_handler)

@@ -22,13 +22,13 @@ using room_open_atom = caf::atom_constant<caf::atom("room_open")>;
 using room_abort_atom = caf::atom_constant<caf::atom("room_abort")>;
 using room_clear_atom = caf::atom_constant<caf::atom("room_clear")>;
 using room_poll_atom = caf::atom_constant<caf::atom("room_poll")>;
-/// Timer: a rank's earliest room deadline is due (actors/rank/deadline_book.hpp).
+/// Timer: a rank's earliest room deadline is due (actors/common/deadline_book.hpp).
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using topology_atom = caf::atom_constant<caf::atom("topology")>;
 using register_atom = caf::atom_constant<caf::atom("register")>;
-/// Timer: the wait of room (id, generation) ran out (a decider's join, a
-/// prefill rank's early arrivals).
+/// Timer: the earliest wait for a room ran out (a decider's decided rooms, a
+/// prefill rank's early arrivals), one timer over a deadline_book.
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
 /// Timer: a decode rank checks whether its draining fences are quiet.
 using quiesce_atom = caf::atom_constant<caf::atom("quiesce")>;
@@ -136,9 +136,9 @@ using decider_actor = caf::typed_actor<
     // decode ranks, at the handshake with a prefill instance: connect to its ranks
     // (the answer: the endpoints it reached)
     caf::replies_to<reach_peers>::with<reach_peers>,
-    // own timers: the heartbeat round, (room, generation) expiry of a decided
-    // room that some member never joined
-    caf::reacts_to<heartbeat_tick_atom>, caf::reacts_to<expire_atom, uint64_t, uint64_t>>;
+    // own timers: the heartbeat round, the expiry of decided rooms that some
+    // member never joined
+    caf::reacts_to<heartbeat_tick_atom>, caf::reacts_to<expire_atom>>;
 
 /// A prefill rank, as its scheduler, its decode peers and its transfer actor see it.
 using prefill_rank_actor = caf::typed_actor<
@@ -160,10 +160,10 @@ using prefill_rank_actor = caf::typed_actor<
     caf::replies_to<heartbeat_atom, uint64_t>::with<heartbeat_atom, uint64_t>,
     // own transfer actor
     caf::reacts_to<chunk_result>,
-    // own timers: (room, epoch) deadlines, (room, generation) expiry of requests
-    // for rooms not open yet, registration retries, the check for silent deciders
-    caf::reacts_to<deadline_atom>, caf::reacts_to<expire_atom, uint64_t, uint64_t>,
-    caf::reacts_to<register_atom>, caf::reacts_to<heartbeat_tick_atom>>;
+    // own timers: room deadlines, the expiry of requests for rooms not open
+    // yet, registration retries, the check for silent deciders
+    caf::reacts_to<deadline_atom>, caf::reacts_to<expire_atom>, caf::reacts_to<register_atom>,
+    caf::reacts_to<heartbeat_tick_atom>>;
 
 /// Turns chunks into coalesced transport writes for one prefill rank.
 using transfer_actor =

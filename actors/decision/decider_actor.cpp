@@ -10,6 +10,7 @@
 #include <caf/actor_cast.hpp>
 #include <caf/send.hpp>
 
+#include "actors/common/deadline_timer.hpp"
 #include "actors/common/decider_lost.hpp"
 #include "actors/decision/decider_steps.hpp"
 #include "actors/gateway/peer_names.hpp"
@@ -213,15 +214,19 @@ void on_leave(self_ptr self, room_leave& l) {
     forget_unnamed_prefill(self);
 }
 
-/// A decided room waited long enough for members that never joined.
-void on_expire(self_ptr self, uint64_t id, uint64_t generation) {
+/// Decided rooms waited long enough for members that never joined.
+void on_expire(self_ptr self) {
   auto& book = self->state.book;
-  room_key key{id, generation};
-  if (!book.find(key))
-    return;
-  book.excuse_late(key);
-  if (book.forget_if_done(id, live_members(self)))
-    forget_unnamed_prefill(self);
+  auto fired = book.expiries_due(self->clock().now());
+  set_timer(self, fired.set_timer, expire_atom_v);
+  for (auto& d : fired.due_now) {
+    room_key key{d.room, d.tag};
+    if (!book.find(key))
+      continue;
+    book.excuse_late(key);
+    if (book.forget_if_done(d.room, live_members(self)))
+      forget_unnamed_prefill(self);
+  }
 }
 
 }  // namespace
@@ -237,7 +242,8 @@ void broadcast(self_ptr self, const decision_book::room& r, const verdict& v) {
   room_verdict msg{r.key, v.outcome, v.why};
   // Kept until every member released it; a member that never joins is waited
   // for as long as a room may stay in Bootstrapping.
-  self->delayed_send(self, st.limits.bootstrapping, expire_atom_v, r.key.room, r.key.generation);
+  set_timer(self, st.book.arm_expiry(r.key, self->clock().now() + st.limits.bootstrapping),
+            expire_atom_v);
   if (v.outcome == kv_poll::failed)
     log().info("{} {}: Failed: {}", who(self), to_string(r.key), to_string(v.why));
   for (auto& d : r.joined)
@@ -314,8 +320,7 @@ decider_actor::behavior_type decider_on(decider_actor::stateful_pointer<decider_
       [self](room_finished& f) { on_finished(self, f); },
       [self](room_failure& f) { on_failure(self, f); },
       [self](reach_peers& ask) -> caf::result<reach_peers> { return reach(self, ask); },
-      [self](room_leave& l) { on_leave(self, l); },
-      [self](expire_atom, uint64_t id, uint64_t generation) { on_expire(self, id, generation); },
+      [self](room_leave& l) { on_leave(self, l); }, [self](expire_atom) { on_expire(self); },
       [self](heartbeat_tick_atom) { heartbeat_round(self); });
 }
 

@@ -14,7 +14,8 @@ decision_book::decision_book(std::string instance, uint64_t instance_generation,
       instance_generation_(instance_generation),
       tp_size_(tp_size),
       pp_size_(pp_size),
-      next_generation_(first_generation == 0 ? 1 : first_generation) {}
+      next_generation_(first_generation == 0 ? 1 : first_generation),
+      tombstones_(max_tombstones) {}
 
 rank_ref decision_book::member(uint32_t tp, uint32_t pp) const {
   return rank_ref{role::decode, instance_, instance_generation_, tp, pp};
@@ -88,24 +89,18 @@ bool decision_book::forget_if_done(uint64_t id, const std::set<rank_ref>& member
   if (auto& v = r.decision.outcome()) {
     tombstone t{r.key, *v, r.left};
     t.took_part.insert(r.joined.begin(), r.joined.end());
-    tombstones_.push_back(std::move(t));
-    if (tombstones_.size() > max_tombstones)
-      tombstones_.pop_front();
+    tombstones_.bury(r.key.room, std::move(t));
   }
   rooms_.erase(i);
+  expiries_.disarm(id);
   return true;
 }
 
 const decision_book::tombstone* decision_book::late_join(uint64_t id, const rank_ref& who) {
-  auto c = canonical(who);
-  for (auto t = tombstones_.rbegin(); t != tombstones_.rend(); ++t) {
-    if (t->key.room != id)
-      continue;
-    if (t->took_part.count(c))
-      return nullptr;  // it took part: this is a new room with the same id
-    return &*t;
-  }
-  return nullptr;
+  auto* t = tombstones_.newest(id);
+  if (!t || t->took_part.count(canonical(who)))
+    return nullptr;  // none, or it took part: this is a new room with the same id
+  return t;
 }
 
 void decision_book::excuse_late(const room_key& key) {

@@ -6,13 +6,14 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "actors/common/deadline_book.hpp"
+#include "actors/common/tombstones.hpp"
 #include "actors/decision/group_decision.hpp"
 #include "messages/failure.hpp"
 #include "messages/ids.hpp"
@@ -105,6 +106,21 @@ class decision_book {
 
   size_t size() const { return rooms_.size(); }
 
+  using time_point = std::chrono::steady_clock::time_point;
+  using expiry_book = deadline_book<time_point>;
+
+  /// Decided room `key` waits for members that never joined until `at` (one
+  /// expiry per room, forgotten with it). When set, the time the actor's
+  /// timer must go off.
+  std::optional<time_point> arm_expiry(const room_key& key, time_point at) {
+    return expiries_.arm(key.room, key.generation, at);
+  }
+  /// The expiries due at `now` ((room, generation) each), and when the timer
+  /// must go off next.
+  expiry_book::fired expiries_due(time_point now) { return expiries_.fire(now); }
+  /// Rooms with an expiry armed.
+  size_t expiries() const { return expiries_.size(); }
+
  private:
   /// Decode ranks are named by (tp, pp) whatever generation they carry.
   rank_ref canonical(const rank_ref& r) const;
@@ -115,7 +131,8 @@ class decision_book {
   uint32_t pp_size_;
   uint64_t next_generation_;
   std::map<uint64_t, room> rooms_;
-  std::deque<tombstone> tombstones_;  // the newest last, bounded
+  expiry_book expiries_;
+  kvferry::tombstones<tombstone> tombstones_;
 };
 
 }  // namespace kvferry

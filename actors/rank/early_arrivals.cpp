@@ -32,6 +32,7 @@ bool early_arrivals::keep_verdict(const room_verdict& v, const decider_actor& de
 }
 
 std::optional<early_arrivals::waiting> early_arrivals::take(uint64_t room) {
+  expiries_.disarm(room);
   auto i = waiting_.find(room);
   if (i == waiting_.end())
     return std::nullopt;
@@ -62,25 +63,17 @@ std::optional<early_arrivals::expiry> early_arrivals::expire(uint64_t room, uint
 }
 
 void early_arrivals::bury(uint64_t room, room_verdict outcome) {
-  cleared_.push_back({room, std::move(outcome)});
-  if (cleared_.size() > max_cleared_)
-    cleared_.pop_front();
+  cleared_.bury(room, std::move(outcome));
 }
 
 const room_verdict* early_arrivals::cleared(uint64_t room) const {
-  for (auto i = cleared_.rbegin(); i != cleared_.rend(); ++i)
-    if (i->room == room)
-      return &i->outcome;
-  return nullptr;
+  return cleared_.newest(room);
 }
 
 const room_verdict* early_arrivals::cleared_as(const room_key& key) const {
   if (key.generation == 0)
     return nullptr;
-  for (auto& t : cleared_)
-    if (t.outcome.key == key)
-      return &t.outcome;
-  return nullptr;
+  return cleared_.find(key.room, [&](const room_verdict& v) { return v.key == key; });
 }
 
 room_verdict cleared_outcome(const room_key& key, kv_poll state, const failure& why,

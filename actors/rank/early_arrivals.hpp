@@ -1,17 +1,19 @@
 // What a prefill rank keeps about rooms its scheduler has not opened: decode
 // ranks' requests (and verdicts) that came first, until the room opens or
 // they expire, and the outcomes of cleared rooms for messages that come late.
-// Plain logic, bounded on both sides: the actor arms the timers and sends.
+// Plain logic, bounded on both sides. The expiries are kept here, one per room
+// waiting, gone when it opens; the actor keeps one timer over them and sends.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
 #include <vector>
 
+#include "actors/common/deadline_book.hpp"
+#include "actors/common/tombstones.hpp"
 #include "messages/failure.hpp"
 #include "messages/room.hpp"
 
@@ -43,8 +45,11 @@ class early_arrivals {
     room_verdict verdict;
   };
 
+  using time_point = std::chrono::steady_clock::time_point;
+  using expiry_book = deadline_book<time_point>;
+
   explicit early_arrivals(size_t max_waiting = 65536, size_t max_cleared = 4096)
-      : max_waiting_(max_waiting), max_cleared_(max_cleared) {}
+      : max_waiting_(max_waiting), cleared_(max_cleared) {}
 
   size_t max_waiting() const { return max_waiting_; }
 
@@ -69,6 +74,19 @@ class early_arrivals {
 
   size_t waiting_rooms() const { return waiting_.size(); }
 
+  /// Room `room`'s wait (generation `generation`) runs out at `at`, replacing
+  /// the expiry it had. When set, the time the actor's timer must go off.
+  std::optional<time_point> arm_expiry(uint64_t room, uint64_t generation, time_point at) {
+    return expiries_.arm(room, generation, at);
+  }
+  /// True while room `room` has an expiry armed.
+  bool expiry_armed(uint64_t room) const { return expiries_.of(room).has_value(); }
+  /// The expiries due at `now` ((room, generation), each to expire()), and
+  /// when the timer must go off next.
+  expiry_book::fired expiries_due(time_point now) { return expiries_.fire(now); }
+  /// Rooms with an expiry armed.
+  size_t expiries() const { return expiries_.size(); }
+
   /// Remembers the outcome of cleared room `room` (the oldest is forgotten
   /// beyond the bound).
   void bury(uint64_t room, room_verdict outcome);
@@ -84,15 +102,10 @@ class early_arrivals {
   size_t cleared_rooms() const { return cleared_.size(); }
 
  private:
-  struct tombstone {
-    uint64_t room;
-    room_verdict outcome;
-  };
-
   size_t max_waiting_;
-  size_t max_cleared_;
   std::map<uint64_t, waiting> waiting_;
-  std::deque<tombstone> cleared_;
+  expiry_book expiries_;
+  tombstones<room_verdict> cleared_;
 };
 
 /// The outcome a room cleared by its scheduler in `state` leaves behind: its

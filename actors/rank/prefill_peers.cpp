@@ -7,6 +7,7 @@
 
 #include <caf/actor_cast.hpp>
 
+#include "actors/common/deadline_timer.hpp"
 #include "actors/log.hpp"
 #include "actors/plan/staging_plan.hpp"
 #include "actors/plan/tp_mapping.hpp"
@@ -23,6 +24,14 @@ namespace {
 
 constexpr auto request_timeout = std::chrono::seconds{5};
 constexpr auto register_retry = std::chrono::seconds{1};
+
+/// Room `id`'s decider is `decider`; a decider is monitored once, not per room.
+void note_decider(self_ptr self, uint64_t id, const decider_actor& decider) {
+  auto& st = self->state;
+  st.deciders.insert_or_assign(id, decider);
+  if (st.deciders_monitored.insert(decider.address()).second)
+    self->monitor(decider);
+}
 
 /// A request for open room `room`.
 void handle_request(self_ptr self, prefill_room& room, const room_request& req) {
@@ -58,8 +67,7 @@ void handle_request(self_ptr self, prefill_room& room, const room_request& req) 
     return;
   }
   if (!st.deciders.count(room.id())) {
-    st.deciders.emplace(room.id(), req.decider);
-    self->monitor(req.decider);
+    note_decider(self, room.id(), req.decider);
     watch_decider(self, req.decider, decider_ref(req.decode_rank.instance));
   }
   room.adopt(req.key.generation);
@@ -110,8 +118,7 @@ void keep_for_open(self_ptr self, const room_request& req) {
     case early_arrivals::kept::decided:
       return;
     case early_arrivals::kept::first:
-      self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, req.key.room,
-                         req.key.generation);
+      arm_expiry(self, req.key.room, req.key.generation);
       [[fallthrough]];
     case early_arrivals::kept::another:
       if (st.cfg.board)
@@ -149,10 +156,8 @@ void open_waited(self_ptr self, prefill_room& room, early_arrivals::waiting entr
   if (st.cfg.board)
     st.cfg.board->remove_requested(room.id());
   if (entry.verdict) {
-    if (entry.request.decider) {
-      st.deciders.insert_or_assign(room.id(), entry.request.decider);
-      self->monitor(entry.request.decider);
-    }
+    if (entry.request.decider)
+      note_decider(self, room.id(), entry.request.decider);
     room.adopt(entry.verdict->key.generation);
     settle(self, room, entry.verdict->outcome, entry.verdict->why);
     return;
@@ -173,7 +178,21 @@ void expire_waiting(self_ptr self, uint64_t id, uint64_t generation) {
     return;
   self->send(gone->request.decider, room_failure{gone->request.key, gone->verdict.why});
   // Kept a while, so that a late open concludes with the same cause.
-  self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, id, generation);
+  arm_expiry(self, id, generation);
+}
+
+void arm_expiry(self_ptr self, uint64_t id, uint64_t generation) {
+  auto& st = self->state;
+  set_timer(self,
+            st.early.arm_expiry(id, generation, self->clock().now() + st.cfg.limits.bootstrapping),
+            expire_atom_v);
+}
+
+void expiries_due(self_ptr self) {
+  auto fired = self->state.early.expiries_due(self->clock().now());
+  set_timer(self, fired.set_timer, expire_atom_v);
+  for (auto& d : fired.due_now)
+    expire_waiting(self, d.room, d.tag);
 }
 
 /// The decider of `room` (null while no decode rank asked for it).
@@ -218,6 +237,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
   auto level =
       dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn;
   // A decider that goes down takes its rooms' verdicts with it: they conclude here.
+  st.deciders_monitored.erase(dm.source);
   for (auto& [id, dec] : st.deciders) {
     if (dec.address() != dm.source)
       continue;
@@ -392,9 +412,10 @@ void on_verdict(self_ptr self, room_verdict& v) {
   if (st.early.cleared(v.key.room))
     return;
   // The decider decided before the scheduler opened the room here.
-  if (st.early.keep_verdict(v, caf::actor_cast<decider_actor>(self->current_sender())))
-    self->delayed_send(self, st.cfg.limits.bootstrapping, expire_atom_v, v.key.room,
-                       v.key.generation);
+  // Its wait runs out when the first request's would (if one waits already).
+  if (st.early.keep_verdict(v, caf::actor_cast<decider_actor>(self->current_sender())) &&
+      !st.early.expiry_armed(v.key.room))
+    arm_expiry(self, v.key.room, v.key.generation);
 }
 
 }  // namespace kvferry::prefill_steps

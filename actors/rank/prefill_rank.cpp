@@ -274,9 +274,7 @@ prefill_rank_actor::behavior_type prefill_rank(
       [self](chunk_result& r) { on_written(self, r); },
       // -- timers ---------------------------------------------------------------
       [self](deadline_atom) { deadlines_due(self, on_deadline); },
-      [self](expire_atom, uint64_t id, uint64_t generation) {
-        expire_waiting(self, id, generation);
-      },
+      [self](expire_atom) { expiries_due(self); },
       [self](register_atom) { register_with_bootstrap(self); },
       [self](heartbeat_tick_atom) {
         check_beat(

@@ -11,14 +11,15 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include <caf/actor_addr.hpp>
 #include <caf/actor_clock.hpp>
 
+#include "actors/common/deadline_book.hpp"
 #include "actors/common/deadlines.hpp"
 #include "actors/guard.hpp"
-#include "actors/rank/deadline_book.hpp"
 #include "actors/rank/early_arrivals.hpp"
 #include "actors/rank/incarnations.hpp"
 #include "actors/rank/prefill_room.hpp"
@@ -64,6 +65,8 @@ struct prefill_rank_state {
   prefill_rank_config cfg;
   std::map<uint64_t, prefill_room> rooms;      // live rooms by id
   std::map<uint64_t, decider_actor> deciders;  // room id → its decider, once known
+  /// The deciders this rank monitors: each once, however many rooms it decides.
+  std::set<caf::actor_addr> deciders_monitored;
   /// Finished rooms waiting for their verdict: when their finish was last
   /// sent (decider pings remind the decider of them).
   std::map<uint64_t, caf::actor_clock::time_point> finish_told;

@@ -50,6 +50,13 @@ void open_waited(self_ptr self, prefill_room& room, early_arrivals::waiting entr
 /// The time of a room requested but not opened ran out.
 void expire_waiting(self_ptr self, uint64_t id, uint64_t generation);
 
+/// Arms the expiry of room `id`'s wait (generation `generation`, the
+/// Bootstrapping limit from now) behind the rank's one expiry timer.
+void arm_expiry(self_ptr self, uint64_t id, uint64_t generation);
+
+/// The expiry timer went off: each wait due expires, the timer is set again.
+void expiries_due(self_ptr self);
+
 /// A monitored actor went down: a decider of rooms here, or a decode rank.
 void on_down(self_ptr self, const caf::down_msg& dm);
 

@@ -11,6 +11,7 @@
 #include <caf/make_message.hpp>
 #include <caf/result.hpp>
 
+#include "actors/common/deadline_timer.hpp"
 #include "actors/log.hpp"
 #include "actors/rank/room_fsm.hpp"
 #include "messages/failure.hpp"
@@ -25,9 +26,8 @@ namespace kvferry {
 /// a deadline_atom to `self`, is set again if it must go off earlier.
 template <class Self>
 void arm_deadline(Self* self, uint64_t room, uint64_t epoch, std::chrono::nanoseconds after) {
-  auto now = self->clock().now();
-  if (auto at = self->state.room_deadlines.arm(room, epoch, now + after))
-    self->delayed_send(self, std::max(*at - now, decltype(*at - now){0}), deadline_atom_v);
+  set_timer(self, self->state.room_deadlines.arm(room, epoch, self->clock().now() + after),
+            deadline_atom_v);
 }
 
 /// Mirrors `fsm` into `slot` (when there is one) and keeps the room's
@@ -53,18 +53,15 @@ void publish(Self* self, const room_slot_ptr& slot, const room_key& key, room_fs
 /// is ever left without one.
 template <class Self, class OnDeadline>
 void deadlines_due(Self* self, OnDeadline on_deadline) {
-  auto now = self->clock().now();
-  auto fired = self->state.room_deadlines.fire(now);
-  if (fired.set_timer)
-    self->delayed_send(self, std::max(*fired.set_timer - now, decltype(now - now){0}),
-                       deadline_atom_v);
+  auto fired = self->state.room_deadlines.fire(self->clock().now());
+  set_timer(self, fired.set_timer, deadline_atom_v);
   for (auto& d : fired.due_now) {
     auto i = self->state.rooms.find(d.room);
     if (i == self->state.rooms.end() || i->second.fsm().terminal())
       continue;
     auto& room = i->second;
-    if (room.fsm().is_current(d.epoch))
-      on_deadline(self, d.room, d.epoch);
+    if (room.fsm().is_current(d.tag))
+      on_deadline(self, d.room, d.tag);
     else
       publish(self, room.slot(), room.key(), room.fsm());
   }

@@ -1,10 +1,14 @@
 #include "apps/bench/suite_rooms.hpp"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -19,6 +23,7 @@
 #include "actors/bootstrap/bootstrap_actor.hpp"
 #include "actors/config.hpp"
 #include "actors/decision/decider_actor.hpp"
+#include "actors/guard.hpp"
 #include "actors/tls.hpp"
 #include "apps/bench/bench_report.hpp"
 #include "apps/bench/kv_traffic.hpp"
@@ -40,6 +45,83 @@ double cpu_us() {
   auto us = [](const timeval& t) { return t.tv_sec * 1e6 + static_cast<double>(t.tv_usec); };
   return us(u.ru_utime) + us(u.ru_stime);
 }
+
+/// Resident set of this process now, in bytes.
+double rss_bytes() {
+  std::ifstream statm{"/proc/self/statm"};
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
+
+/// Bytes of the host pools of `inst`: the scheduler's KV and aux memory,
+/// resident from the start (the pools are zero-filled), not kvferry's state.
+double pool_bytes(const apps::instance_ranks& inst) {
+  double total = 0;
+  for (auto* pool : inst.pools)
+    total += static_cast<double>(pool->page_bytes()) * pool->pages() +
+             static_cast<double>(pool->aux_rows()) * pool->aux_row_bytes();
+  return total;
+}
+
+/// One side's figures over one repetition.
+struct side_figures {
+  double cpu_us = 0;      ///< per room
+  double messages = 0;    ///< handled by its actors, per room
+  double rss_peak = 0;    ///< bytes, pools excluded
+  double rss_growth = 0;  ///< bytes per room concluded
+};
+
+/// What one side measured over one run of rooms: CPU, messages its actors
+/// handled, and its resident set less the pools, sampled as rooms concluded.
+struct side_meter {
+  double cpu0 = cpu_us();
+  uint64_t messages0 = messages_handled().load();
+  double pools = 0;
+  double rss_peak = 0;
+  std::vector<std::pair<double, double>> rss_by_rooms;  ///< (rooms concluded, bytes)
+
+  explicit side_meter(const apps::instance_ranks& inst) : pools(pool_bytes(inst)) {}
+
+  /// Hooks the sampling into `w` (every 20 ms while it runs).
+  void sample(apps::workload& w) {
+    w.progress_period = std::chrono::milliseconds{20};
+    w.on_progress = [this](const apps::run_report& r) {
+      auto rss = rss_bytes() - pools;
+      rss_peak = std::max(rss_peak, rss);
+      rss_by_rooms.emplace_back(r.success + r.failed, rss);
+    };
+  }
+  /// Per room of `rooms`, since construction.
+  side_figures figures(uint32_t rooms) const {
+    return side_figures{(cpu_us() - cpu0) / rooms,
+                        static_cast<double>(messages_handled().load() - messages0) / rooms,
+                        rss_peak, rss_growth_per_room()};
+  }
+
+  /// Least-squares growth of the resident set per room concluded, over the
+  /// samples after the first fifth of the rooms (allocators and caches warm).
+  double rss_growth_per_room() const {
+    if (rss_by_rooms.empty())
+      return 0;
+    double last = rss_by_rooms.back().first;
+    std::vector<std::pair<double, double>> xs;
+    for (auto& s : rss_by_rooms)
+      if (s.first >= last / 5)
+        xs.push_back(s);
+    if (xs.size() < 2)
+      return 0;
+    double n = static_cast<double>(xs.size()), sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (auto& [x, y] : xs) {
+      sx += x;
+      sy += y;
+      sxx += x * x;
+      sxy += x * y;
+    }
+    double den = n * sxx - sx * sx;
+    return den > 0 ? (n * sxy - sx * sy) / den : 0;
+  }
+};
 
 /// The numbers of a comma-separated option ("1,8,64").
 std::vector<uint32_t> list_of(const args& a, const std::string& key, const std::string& fallback) {
@@ -67,15 +149,18 @@ struct plan {
   uint32_t warmup = 0;
   uint32_t rooms = 0;  ///< measured rooms per repetition
   uint32_t reps = 1;
+  uint32_t page_tokens = 1;  ///< tokens per page, the room's one page (SGLang's default: 1)
+  bool latencies = true;     ///< the drivers keep each room's latency (8 bytes a room)
   std::string transport = "tcp";
 
   /// The warm-up's workload (rep < 0) or repetition `rep`'s; both sides
   /// derive the same rooms from it.
   apps::workload workload(int rep) const {
     apps::workload w;
-    w.min_tokens = w.max_tokens = 16;  // one page of 16 tokens
+    w.min_tokens = w.max_tokens = page_tokens;  // one page
     w.chunk_pages = 0;
     w.concurrency = inflight;
+    w.record_latencies = latencies;
     if (rep < 0) {
       w.first_room = 1;
       w.rooms = warmup;
@@ -92,14 +177,29 @@ struct plan {
     s.instance = side == role::prefill ? "rooms-prefill" : "rooms-decode";
     s.tp = tp;
     s.shape = apps::model_shape{"tiny", 4, 8, 64, kv_dtype::bf16, false};
-    s.page_size = 16;
+    s.page_size = page_tokens;
     s.pool_pages = 2 * inflight + 16;
     s.aux_rows = inflight + 16;
     s.transport = transport;
     return s;
   }
 
+  /// The prefill peer's command line, behind the words of
+  /// KVFERRY_BENCH_PEER_PREFIX when set (a profiler, by its path:
+  /// "/usr/bin/heaptrack", "/usr/bin/perf record -g").
   std::vector<std::string> peer_argv() const {
+    std::vector<std::string> argv;
+    if (const char* prefix = std::getenv("KVFERRY_BENCH_PEER_PREFIX")) {
+      std::istringstream words{prefix};
+      for (std::string w; words >> w;)
+        argv.push_back(w);
+    }
+    for (auto& arg : own_argv())
+      argv.push_back(std::move(arg));
+    return argv;
+  }
+
+  std::vector<std::string> own_argv() const {
     return {self_exe(),
             "--peer=rooms-prefill",
             "--tp=" + std::to_string(tp),
@@ -107,6 +207,8 @@ struct plan {
             "--warmup=" + std::to_string(warmup),
             "--rooms=" + std::to_string(rooms),
             "--reps=" + std::to_string(reps),
+            "--page-tokens=" + std::to_string(page_tokens),
+            "--latencies=" + std::to_string(latencies ? 1 : 0),
             "--transport=" + transport};
   }
 };
@@ -114,9 +216,27 @@ struct plan {
 struct rep_result {
   double rooms_per_s = 0;
   std::vector<double> latencies_us;
-  double decode_cpu_us = 0;   ///< per room
-  double prefill_cpu_us = 0;  ///< per room
+  side_figures decode, prefill;
 };
+
+/// The line a prefill peer prints after repetition `rep`, and its reading.
+std::string measured_line(uint32_t rep, const side_figures& f) {
+  std::ostringstream out;
+  out << "measured rep=" << rep << " cpu_us=" << f.cpu_us << " messages=" << f.messages
+      << " rss_peak=" << f.rss_peak << " rss_growth=" << f.rss_growth;
+  return out.str();
+}
+
+side_figures read_measured(const std::string& line) {
+  auto number = [&](const std::string& key) {
+    std::smatch m;
+    if (!std::regex_search(line, m, std::regex{key + R"(=([0-9.eE+-]+))"}))
+      throw std::runtime_error("rooms-prefill peer's report lacks " + key + ": " + line);
+    return std::stod(m[1]);
+  };
+  return side_figures{number("cpu_us"), number("messages"), number("rss_peak"),
+                      number("rss_growth")};
+}
 
 struct plan_result {
   std::vector<rep_result> reps;
@@ -153,21 +273,21 @@ plan_result run_plan(const plan& p) {
   if (p.warmup > 0)
     check(apps::drive_decode(ranks->view(), p.workload(-1), where), tag + ", warm-up");
   for (uint32_t rep = 0; rep < p.reps; ++rep) {
-    auto c0 = cpu_us();
-    auto r = apps::drive_decode(ranks->view(), p.workload(static_cast<int>(rep)), where);
-    auto c1 = cpu_us();
+    auto w = p.workload(static_cast<int>(rep));
+    side_meter meter{ranks->view()};
+    meter.sample(w);
+    auto r = apps::drive_decode(ranks->view(), w, where);
     check(r, tag);
     auto done = peer.wait_for_line(
         [&](auto& l) { return l.rfind("measured rep=" + std::to_string(rep) + " ", 0) == 0; },
-        120s);
-    std::smatch cm;
-    if (!done || !std::regex_search(*done, cm, std::regex{R"(cpu_us=([0-9.eE+-]+))"}))
+        600s);
+    if (!done)
       throw std::runtime_error("rooms-prefill peer did not report: " + peer.output());
     rep_result rr;
     rr.rooms_per_s = r.seconds > 0 ? r.rooms / r.seconds : 0;
     rr.latencies_us = std::move(r.latencies_us);
-    rr.decode_cpu_us = (c1 - c0) / p.rooms;
-    rr.prefill_cpu_us = std::stod(cm[1]) / p.rooms;
+    rr.decode = meter.figures(p.rooms);
+    rr.prefill = read_measured(*done);
     out.reps.push_back(std::move(rr));
   }
 
@@ -193,31 +313,65 @@ plan_result run_plan(const plan& p) {
   return out;
 }
 
-void report(const args& a, const plan& p, const plan_result& r) {
-  std::vector<double> rate, lat, dcpu, pcpu;
+/// The medians over repetitions of one plan, per side.
+struct plan_summary {
+  double rooms_per_s = 0;
+  std::vector<double> latencies_us;
+  side_figures decode, prefill;
+};
+
+plan_summary summarize(const plan_result& r) {
+  std::vector<double> rate;
+  std::vector<side_figures> dec, pre;
+  plan_summary out;
   for (auto& rep : r.reps) {
     rate.push_back(rep.rooms_per_s);
-    lat.insert(lat.end(), rep.latencies_us.begin(), rep.latencies_us.end());
-    dcpu.push_back(rep.decode_cpu_us);
-    pcpu.push_back(rep.prefill_cpu_us);
+    out.latencies_us.insert(out.latencies_us.end(), rep.latencies_us.begin(),
+                            rep.latencies_us.end());
+    dec.push_back(rep.decode);
+    pre.push_back(rep.prefill);
   }
+  auto side = [](const std::vector<side_figures>& xs) {
+    auto of = [&](double side_figures::*field) {
+      std::vector<double> v;
+      for (auto& x : xs)
+        v.push_back(x.*field);
+      return median(v);
+    };
+    return side_figures{of(&side_figures::cpu_us), of(&side_figures::messages),
+                        of(&side_figures::rss_peak), of(&side_figures::rss_growth)};
+  };
+  out.rooms_per_s = median(rate);
+  out.decode = side(dec);
+  out.prefill = side(pre);
+  return out;
+}
+
+/// The fields every figure of plan `p` carries.
+void describe(figure& f, const plan& p) {
+  f.suite = "rooms";
+  f.reps = static_cast<int>(p.reps);
+  f.extra["inflight"] = p.inflight;
+  f.extra["tp"] = p.tp;
+  f.extra["rooms_per_rep"] = p.rooms;
+  f.extra["page_tokens"] = p.page_tokens;
+  f.notes["mapping"] = std::to_string(p.tp) + "->" + std::to_string(p.tp);
+  // tiny: 4 layers x 8 heads x 64 x bf16, K and V: 8 KiB per token.
+  f.notes["room"] = "1 page of " + std::to_string(p.page_tokens) + " token(s), tiny (" +
+                    std::to_string(8 * p.page_tokens) + " KiB over TP " + std::to_string(p.tp) +
+                    ") + aux";
+  f.notes["transport"] = p.transport;
+}
+
+plan_summary report(const args& a, const plan& p, const plan_result& r) {
+  auto s = summarize(r);
+  auto& lat = s.latencies_us;
   // 0 when the round trip could not be measured (no baseline then).
   double rtt = r.rtt_us.empty() ? 0 : percentile(r.rtt_us, 50);
-  auto mapping = std::to_string(p.tp) + "->" + std::to_string(p.tp);
-  auto common = [&](figure& f) {
-    f.suite = "rooms";
-    f.reps = static_cast<int>(p.reps);
-    f.extra["inflight"] = p.inflight;
-    f.extra["tp"] = p.tp;
-    f.extra["rooms_per_rep"] = p.rooms;
-    f.notes["mapping"] = mapping;
-    f.notes["room"] = "1 page of 16 tokens, tiny (4 layers x 8 heads x 64, bf16, 128 KiB) + aux";
-    f.notes["transport"] = p.transport;
-  };
   figure f;
-  common(f);
+  describe(f, p);
   f.metric = "rooms_per_s";
-  f.value = median(rate);
+  f.value = s.rooms_per_s;
   f.unit = "rooms/s";
   if (rtt > 0) {
     // One CAF round trip after another: the rooms per second of a room that
@@ -227,13 +381,13 @@ void report(const args& a, const plan& p, const plan_result& r) {
   }
   f.extra["p50_us"] = percentile(lat, 50);
   f.extra["p99_us"] = percentile(lat, 99);
-  f.extra["decode_cpu_us_per_room"] = median(dcpu);
-  f.extra["prefill_cpu_us_per_room"] = median(pcpu);
-  f.notes["control_messages_per_room"] = "not counted";
+  f.extra["decode_cpu_us_per_room"] = s.decode.cpu_us;
+  f.extra["prefill_cpu_us_per_room"] = s.prefill.cpu_us;
+  f.extra["messages_per_room"] = s.decode.messages + s.prefill.messages;
   print(f, a.json);
 
   figure l;
-  common(l);
+  describe(l, p);
   l.metric = "room_latency_p50_us";
   l.value = percentile(lat, 50);
   l.unit = "us";
@@ -246,16 +400,102 @@ void report(const args& a, const plan& p, const plan_result& r) {
   print(l, a.json);
 
   figure c;
-  common(c);
+  describe(c, p);
   c.metric = "cpu_us_per_room";
-  c.value = median(dcpu) + median(pcpu);
+  c.value = s.decode.cpu_us + s.prefill.cpu_us;
   c.unit = "us";
-  c.extra["decode"] = median(dcpu);
-  c.extra["prefill"] = median(pcpu);
+  c.extra["decode"] = s.decode.cpu_us;
+  c.extra["prefill"] = s.prefill.cpu_us;
   c.notes["cpu"] =
       "getrusage(RUSAGE_SELF) user+system of each whole process over the measured rooms, "
-      "synthetic scheduler's polling included";
+      "synthetic scheduler's polling, pattern writing and checking included";
   print(c, a.json);
+
+  figure m;
+  describe(m, p);
+  m.metric = "messages_per_room";
+  m.value = s.decode.messages + s.prefill.messages;
+  m.unit = "messages";
+  m.extra["decode"] = s.decode.messages;
+  m.extra["prefill"] = s.prefill.messages;
+  m.notes["messages"] =
+      "handlers and response callbacks run by kvferry's actors (ranks, decider, bootstrap, "
+      "transfer, staging) on each side, timer ticks included, per room";
+  print(m, a.json);
+  return s;
+}
+
+/// Bytes of state per room in flight, each side: how the resident set (pools
+/// excluded) at the peak of the plan with the most rooms in flight exceeds
+/// the one with the fewest, per extra room in flight.
+void report_state_bytes(const args& a, const plan& few, const plan_summary& at_few,
+                        const plan& many, const plan_summary& at_many) {
+  double extra = static_cast<double>(many.inflight) - few.inflight;
+  if (extra <= 0)
+    return;
+  auto per_room = [&](const side_figures& lo, const side_figures& hi) {
+    return (hi.rss_peak - lo.rss_peak) / extra;
+  };
+  figure f;
+  describe(f, many);
+  f.metric = "state_bytes_per_inflight_room";
+  f.value = per_room(at_few.decode, at_many.decode) + per_room(at_few.prefill, at_many.prefill);
+  f.unit = "bytes";
+  f.extra["decode"] = per_room(at_few.decode, at_many.decode);
+  f.extra["prefill"] = per_room(at_few.prefill, at_many.prefill);
+  f.extra["inflight_low"] = few.inflight;
+  f.extra["decode_rss_mb_low"] = at_few.decode.rss_peak / 1e6;
+  f.extra["decode_rss_mb_high"] = at_many.decode.rss_peak / 1e6;
+  f.extra["prefill_rss_mb_low"] = at_few.prefill.rss_peak / 1e6;
+  f.extra["prefill_rss_mb_high"] = at_many.prefill.rss_peak / 1e6;
+  f.notes["how"] =
+      "peak resident set (/proc/self/statm, sampled every 20 ms, host pools excluded) with "
+      "inflight rooms in flight less that with inflight_low, per extra room in flight";
+  print(f, a.json);
+}
+
+/// Memory per room served: the resident set's least-squares growth per room
+/// concluded over a long run (its first fifth left out), each side.
+void report_rss_growth(const args& a, const plan& p, const plan_summary& s) {
+  figure f;
+  describe(f, p);
+  f.metric = "rss_growth_bytes_per_room";
+  f.value = s.decode.rss_growth + s.prefill.rss_growth;
+  f.unit = "bytes";
+  f.extra["decode"] = s.decode.rss_growth;
+  f.extra["prefill"] = s.prefill.rss_growth;
+  f.extra["decode_rss_mb_peak"] = s.decode.rss_peak / 1e6;
+  f.extra["prefill_rss_mb_peak"] = s.prefill.rss_peak / 1e6;
+  f.notes["how"] =
+      "resident set (/proc/self/statm, every 20 ms, host pools excluded) against rooms "
+      "concluded, least-squares slope after the first fifth of the rooms; 0 is flat";
+  print(f, a.json);
+}
+
+/// Rooms per second by rooms in flight (rows) and TP (columns), with the
+/// same-run CAF round trip as rooms per second, for apps/bench/plot_rooms.gp.
+void write_table(const std::string& path, const std::vector<uint32_t>& tps,
+                 const std::map<uint32_t, std::map<uint32_t, double>>& by_inflight,
+                 double rtt_rooms_per_s) {
+  std::ofstream out{path};
+  if (!out)
+    throw std::runtime_error("--table=" + path + ": cannot write it");
+  out << "inflight";
+  for (auto tp : tps)
+    out << " tp" << tp;
+  out << " caf_round_trip\n";
+  for (auto& [n, row] : by_inflight) {
+    out << n;
+    for (auto tp : tps) {
+      auto v = row.find(tp);
+      out << ' ';
+      if (v == row.end())
+        out << "NaN";
+      else
+        out << v->second;
+    }
+    out << ' ' << rtt_rooms_per_s << '\n';
+  }
 }
 
 }  // namespace
@@ -266,18 +506,45 @@ int run_rooms_suite(const args& a) {
   auto inflight = list_of(a, "inflight", quick ? "1,8,64" : "1,8,64,512");
   auto rooms = static_cast<uint32_t>(a.get("rooms", quick ? 400u : 2000u));
   auto reps = static_cast<uint32_t>(a.get("reps", 1u));
-  for (auto tp : tps)
+  auto rss_rooms = static_cast<uint32_t>(a.get("rss-rooms", quick ? 0u : 100000u));
+  auto configured = [&](uint32_t tp, uint32_t n) {
+    plan p;
+    p.tp = tp;
+    p.inflight = n;
+    // At least four windows measured, and one whole window of warm-up.
+    p.rooms = std::max(rooms, 4 * n);
+    p.warmup = static_cast<uint32_t>(a.get("warmup", std::max(50u, n)));
+    p.reps = std::max(reps, 1u);
+    p.page_tokens = static_cast<uint32_t>(a.get("page-tokens", 1u));
+    p.transport = a.get("transport", std::string{"tcp"});
+    return p;
+  };
+  std::map<uint32_t, std::map<uint32_t, double>> table;
+  std::vector<double> rtts;
+  for (auto tp : tps) {
+    std::vector<std::pair<plan, plan_summary>> done;
     for (auto n : inflight) {
-      plan p;
-      p.tp = tp;
-      p.inflight = n;
-      // At least four windows measured, and one whole window of warm-up.
-      p.rooms = std::max(rooms, 4 * n);
-      p.warmup = static_cast<uint32_t>(a.get("warmup", std::max(50u, n)));
-      p.reps = std::max(reps, 1u);
-      p.transport = a.get("transport", std::string{"tcp"});
-      report(a, p, run_plan(p));
+      auto p = configured(tp, n);
+      auto r = run_plan(p);
+      rtts.insert(rtts.end(), r.rtt_us.begin(), r.rtt_us.end());
+      done.emplace_back(p, report(a, p, r));
+      table[n][tp] = done.back().second.rooms_per_s;
     }
+    auto [few, many] = std::minmax_element(done.begin(), done.end(), [](auto& x, auto& y) {
+      return x.first.inflight < y.first.inflight;
+    });
+    report_state_bytes(a, few->first, few->second, many->first, many->second);
+  }
+  if (a.has("table"))
+    write_table(a.get("table", std::string{}), tps, table,
+                rtts.empty() ? 0 : 1e6 / percentile(rtts, 50));
+  if (rss_rooms > 0) {
+    auto p = configured(tps.front(), 64);
+    p.rooms = rss_rooms;
+    p.reps = 1;
+    p.latencies = false;  // the drivers' own record would grow 8 bytes a room
+    report_rss_growth(a, p, summarize(run_plan(p)));
+  }
   return 0;
 }
 
@@ -288,6 +555,8 @@ int run_rooms_prefill_peer(const args& a) {
   p.warmup = static_cast<uint32_t>(a.get("warmup", 0u));
   p.rooms = static_cast<uint32_t>(a.get("rooms", 100u));
   p.reps = static_cast<uint32_t>(a.get("reps", 1u));
+  p.page_tokens = static_cast<uint32_t>(a.get("page-tokens", 1u));
+  p.latencies = a.get("latencies", 1u) != 0;
   p.transport = a.get("transport", std::string{"tcp"});
   kvferry::config cfg;
   caf::actor_system sys{cfg};
@@ -305,13 +574,14 @@ int run_rooms_prefill_peer(const args& a) {
   if (p.warmup > 0)
     ok = apps::drive_prefill(ranks->view(), p.workload(-1)).ok();
   for (uint32_t rep = 0; ok && rep < p.reps; ++rep) {
-    auto c0 = cpu_us();
-    auto r = apps::drive_prefill(ranks->view(), p.workload(static_cast<int>(rep)));
-    auto c1 = cpu_us();
+    auto w = p.workload(static_cast<int>(rep));
+    side_meter meter{ranks->view()};
+    meter.sample(w);
+    auto r = apps::drive_prefill(ranks->view(), w);
     ok = r.ok();
     if (!ok)
       std::cout << r.to_text("prefill") << std::endl;
-    std::cout << "measured rep=" << rep << " cpu_us=" << (c1 - c0) << std::endl;
+    std::cout << measured_line(rep, meter.figures(p.rooms)) << std::endl;
   }
   wait_for_parent();  // it measures CAF's round trip against our bootstrap next
   ranks->stop();

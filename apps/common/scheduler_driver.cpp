@@ -336,8 +336,9 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
       if (w.record_conclusions)
         note_conclusions(r, *i);
       progressed = true;
-      r.latencies_us.push_back(
-          std::chrono::duration<double, std::micro>(clock_type::now() - i->opened).count());
+      if (w.record_latencies)
+        r.latencies_us.push_back(
+            std::chrono::duration<double, std::micro>(clock_type::now() - i->opened).count());
       if (!agree(i->handles)) {
         ++r.disagreements;
         if (r.first_errors.size() < 5)

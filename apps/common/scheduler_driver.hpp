@@ -39,6 +39,9 @@ struct workload {
   uint32_t interval_us = 0;
   /// Record when each rank concluded each room (run_report::conclusions).
   bool record_conclusions = false;
+  /// Keep each room's latency (run_report::latencies_us): 8 bytes a room, off
+  /// for a run that measures the memory a room leaves behind.
+  bool record_latencies = true;
   /// Explicit room ids (a router's share of a cluster's rooms); when set they
   /// replace first_room + i and `rooms` is their count. Paced arrivals count
   /// from first_room: room id r opens at epoch_ns + (r - first_room) * interval.

@@ -5,7 +5,7 @@
 
 #include <chrono>
 
-#include "actors/rank/deadline_book.hpp"
+#include "actors/common/deadline_book.hpp"
 
 using namespace kvferry;
 using clock_type = std::chrono::steady_clock;

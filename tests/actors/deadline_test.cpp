@@ -180,7 +180,7 @@ decider_actor::behavior_type silent_decider(std::shared_ptr<int> reports) {
       [](room_leave&) {},
       [](reach_peers& r) { return r; },
       [](heartbeat_tick_atom) {},
-      [](expire_atom, uint64_t, uint64_t) {},
+      [](expire_atom) {},
   };
 }
 

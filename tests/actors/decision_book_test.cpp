@@ -131,6 +131,32 @@ TEST_CASE("decision_book forgets a room once every live member released it", "[l
   CHECK_FALSE(book.forget_if_done(8, members));  // not on record
 }
 
+TEST_CASE("decision_book keeps one expiry per decided room, forgotten with the room",
+          "[logic][decision]") {
+  auto book = book2();
+  std::set<rank_ref> members{book.member(0, 0), book.member(1, 0)};
+  const decision_book::time_point t0{};
+  auto& r = book.join(7, book.member(0, 0), {});
+  book.join(7, book.member(1, 0), {});
+  book.fail(r, boom());
+  CHECK(book.arm_expiry(r.key, t0 + 30s) == t0 + 30s);
+  auto& s = book.join(8, book.member(0, 0), {});
+  book.fail(s, boom());
+  CHECK_FALSE(book.arm_expiry(s.key, t0 + 31s));  // the timer goes off first
+  CHECK(book.expiries() == 2);
+  // Room 7 is released by every member: its expiry goes with it.
+  book.leave({7, 100}, book.member(0, 0), members);
+  CHECK(book.leave({7, 100}, book.member(1, 0), members));
+  CHECK(book.expiries() == 1);
+  auto fired = book.expiries_due(t0 + 30s);
+  CHECK(fired.due_now.empty());
+  CHECK(fired.set_timer == t0 + 31s);
+  fired = book.expiries_due(t0 + 31s);
+  REQUIRE(fired.due_now.size() == 1);
+  CHECK(fired.due_now[0].room == 8);
+  CHECK(fired.due_now[0].tag == 101);  // its generation
+}
+
 TEST_CASE("decision_book stops waiting for members that never joined once excused",
           "[logic][decision]") {
   auto book = book2();

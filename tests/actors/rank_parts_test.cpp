@@ -150,6 +150,29 @@ TEST_CASE("early arrivals: expiry fails a room never opened, then forgets it", "
   CHECK_FALSE(early.expire(11, 2, 30s, prefill_me));
 }
 
+TEST_CASE("early arrivals: one expiry per room waiting, gone when the room opens",
+          "[logic][rank]") {
+  early_arrivals early;
+  const early_arrivals::time_point t0{};
+  CHECK(early.arm_expiry(7, 3, t0 + 30s) == t0 + 30s);  // the timer is set for it
+  CHECK(early.expiry_armed(7));
+  CHECK_FALSE(early.arm_expiry(8, 5, t0 + 40s));  // the timer goes off before it
+  CHECK(early.expiries() == 2);
+  early.keep_request(request(7, 3));
+  early.take(7);  // opened: its expiry goes with what waited
+  CHECK_FALSE(early.expiry_armed(7));
+  CHECK(early.expiries() == 1);
+  // The timer set for room 7 brings nothing, and is set again for room 8.
+  auto none = early.expiries_due(t0 + 30s);
+  CHECK(none.due_now.empty());
+  CHECK(none.set_timer == t0 + 40s);
+  auto due = early.expiries_due(t0 + 40s);
+  REQUIRE(due.due_now.size() == 1);
+  CHECK(due.due_now[0].room == 8);
+  CHECK(due.due_now[0].tag == 5);  // the generation, for expire()
+  CHECK(early.expiries() == 0);
+}
+
 TEST_CASE("early arrivals: cleared rooms are remembered, newest first, within a bound",
           "[logic][rank]") {
   early_arrivals early{16, 3};

@@ -1,9 +1,11 @@
-// The deadlines of a rank's rooms behind one timer, plain logic (no CAF).
-// Each live room has at most one deadline (the one its room_fsm armed last:
-// a new state, progress, or the wait for a verdict replaces it); a room that
-// concludes or leaves takes its deadline with it. The rank keeps one timer
-// set for the earliest deadline, so that nothing it armed outlives its room:
-// no timer per transition left queued until it fires as a stale epoch.
+// Deadlines kept per room behind one timer, plain logic (no CAF). Each room
+// has at most one deadline (the one armed last replaces it), tagged with what
+// it was armed for (a room_fsm epoch, a room generation); a room that
+// concludes or is forgotten takes its deadline with it. Its owner keeps one
+// timer set for the earliest deadline (actors/common/deadline_timer.hpp), so
+// that nothing it armed outlives its room: no timer per room left queued in
+// CAF's clock until it fires stale. Used for a rank's room deadlines, a
+// prefill rank's early arrivals and a decider's decided rooms.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +20,10 @@ namespace kvferry {
 template <class TimePoint>
 class deadline_book {
  public:
-  /// A deadline that came due: room id and the epoch it was armed with.
+  /// A deadline that came due: room id and the tag it was armed with.
   struct due {
     uint64_t room = 0;
-    uint64_t epoch = 0;
+    uint64_t tag = 0;
     bool operator==(const due&) const = default;
   };
 
@@ -32,12 +34,12 @@ class deadline_book {
     std::optional<TimePoint> set_timer;
   };
 
-  /// Room `room`'s deadline is `at` (armed with `epoch`), replacing the one it
+  /// Room `room`'s deadline is `at` (tagged `tag`), replacing the one it
   /// had. Returns `at` when the timer must be set for it: no timer is set, or
   /// the one set goes off later.
-  std::optional<TimePoint> arm(uint64_t room, uint64_t epoch, TimePoint at) {
+  std::optional<TimePoint> arm(uint64_t room, uint64_t tag, TimePoint at) {
     disarm(room);
-    by_room_.emplace(room, entry{at, epoch});
+    by_room_.emplace(room, entry{at, tag});
     by_time_.emplace(at, room);
     if (timer_ && *timer_ <= at)
       return std::nullopt;
@@ -45,7 +47,7 @@ class deadline_book {
     return at;
   }
 
-  /// Room `room` has no deadline any more (it concluded, or left).
+  /// Room `room` has no deadline any more (it concluded, left, was forgotten).
   void disarm(uint64_t room) {
     auto i = by_room_.find(room);
     if (i == by_room_.end())
@@ -62,7 +64,7 @@ class deadline_book {
       timer_.reset();
     while (!by_time_.empty() && by_time_.begin()->first <= now) {
       auto room = by_time_.begin()->second;
-      out.due_now.push_back({room, by_room_.at(room).epoch});
+      out.due_now.push_back({room, by_room_.at(room).tag});
       by_room_.erase(room);
       by_time_.erase(by_time_.begin());
     }
@@ -87,7 +89,7 @@ class deadline_book {
  private:
   struct entry {
     TimePoint at;
-    uint64_t epoch = 0;
+    uint64_t tag = 0;
   };
   std::map<uint64_t, entry> by_room_;
   std::set<std::pair<TimePoint, uint64_t>> by_time_;
