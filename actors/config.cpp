@@ -17,6 +17,13 @@ void prepare(caf::actor_system_config& cfg) {
 
 config::config() {
   prepare(*this);
+  // CAF's shared-queue scheduler: a worker with nothing to do waits on a
+  // condition variable instead of polling and sleeping in 50 us steps. On the
+  // 2-core machine it took a one-page room's p50 across two processes from
+  // 660 to 522 us and 64 rooms in flight from 7,800 to 8,500 rooms/s, with
+  // less CPU per room (docs/PERFORMANCE.md, "Rooms per second"). A command
+  // line or ini file may set --scheduler.policy=stealing again.
+  set("scheduler.policy", caf::atom("sharing"));
   opt_group{custom_options_, "kvferry"}
       .add(limits.bootstrapping, "bootstrap-timeout",
            "deadline of a room in Bootstrapping (prefill: its request; decode: the handshake)")

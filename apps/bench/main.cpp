@@ -52,7 +52,11 @@ int usage() {
                "        getrusage) for one-page rooms across two processes, pipelined with N\n"
                "        in flight, baseline CAF's request round trip; --tp=1,4,\n"
                "        --inflight=1,8,64,512, --rooms=N per configuration, --warmup=N,\n"
-               "        --transport=tcp|shm|auto\n";
+               "        --transport=tcp|shm|auto, --page-tokens=N (1), --policy=sharing|\n"
+               "        stealing and --threads=N (CAF's scheduler, both sides); then\n"
+               "        messages_per_room, state_bytes_per_inflight_room and\n"
+               "        rss_growth_bytes_per_room over --rss-rooms=N (100000; 0: none);\n"
+               "        --table=PATH for apps/bench/plot_rooms.gp\n";
   return 2;
 }
 

@@ -38,10 +38,11 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-/// CPU time (user + system) of this whole process so far, in microseconds.
-double cpu_us() {
+/// CPU time (user + system) so far, in microseconds: of this whole process
+/// (RUSAGE_SELF) or of the calling thread (RUSAGE_THREAD).
+double cpu_us(int who = RUSAGE_SELF) {
   rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
+  ::getrusage(who, &u);
   auto us = [](const timeval& t) { return t.tv_sec * 1e6 + static_cast<double>(t.tv_usec); };
   return us(u.ru_utime) + us(u.ru_stime);
 }
@@ -66,16 +67,19 @@ double pool_bytes(const apps::instance_ranks& inst) {
 
 /// One side's figures over one repetition.
 struct side_figures {
-  double cpu_us = 0;      ///< per room
-  double messages = 0;    ///< handled by its actors, per room
-  double rss_peak = 0;    ///< bytes, pools excluded
-  double rss_growth = 0;  ///< bytes per room concluded
+  double cpu_us = 0;          ///< per room, the whole process
+  double runtime_cpu_us = 0;  ///< per room, less the synthetic scheduler's thread
+  double messages = 0;        ///< handled by its actors, per room
+  double rss_peak = 0;        ///< bytes, pools excluded
+  double rss_growth = 0;      ///< bytes per room concluded
 };
 
 /// What one side measured over one run of rooms: CPU, messages its actors
 /// handled, and its resident set less the pools, sampled as rooms concluded.
+/// Made and read on the thread that drives the rooms (the synthetic scheduler).
 struct side_meter {
   double cpu0 = cpu_us();
+  double driver_cpu0 = cpu_us(RUSAGE_THREAD);
   uint64_t messages0 = messages_handled().load();
   double pools = 0;
   double rss_peak = 0;
@@ -94,7 +98,8 @@ struct side_meter {
   }
   /// Per room of `rooms`, since construction.
   side_figures figures(uint32_t rooms) const {
-    return side_figures{(cpu_us() - cpu0) / rooms,
+    double all = cpu_us() - cpu0, driver = cpu_us(RUSAGE_THREAD) - driver_cpu0;
+    return side_figures{all / rooms, (all - driver) / rooms,
                         static_cast<double>(messages_handled().load() - messages0) / rooms,
                         rss_peak, rss_growth_per_room()};
   }
@@ -151,6 +156,19 @@ struct plan {
   uint32_t reps = 1;
   uint32_t page_tokens = 1;  ///< tokens per page, the room's one page (SGLang's default: 1)
   bool latencies = true;     ///< the drivers keep each room's latency (8 bytes a room)
+  std::string policy;        ///< CAF's scheduler.policy on both sides ("": kvferry's default)
+  uint32_t threads = 0;      ///< CAF's scheduler.max-threads on both sides (0: CAF's default)
+
+  /// Applies the scheduler settings to a side's config.
+  void schedule(kvferry::config& cfg) const {
+    if (!policy.empty()) {
+      if (policy != "sharing" && policy != "stealing")
+        throw std::invalid_argument("--policy=" + policy + ": expected sharing or stealing");
+      cfg.set("scheduler.policy", caf::atom_from_string(policy));
+    }
+    if (threads > 0)
+      cfg.set("scheduler.max-threads", size_t{threads});
+  }
   std::string transport = "tcp";
 
   /// The warm-up's workload (rep < 0) or repetition `rep`'s; both sides
@@ -209,6 +227,8 @@ struct plan {
             "--reps=" + std::to_string(reps),
             "--page-tokens=" + std::to_string(page_tokens),
             "--latencies=" + std::to_string(latencies ? 1 : 0),
+            "--policy=" + policy,
+            "--threads=" + std::to_string(threads),
             "--transport=" + transport};
   }
 };
@@ -222,8 +242,8 @@ struct rep_result {
 /// The line a prefill peer prints after repetition `rep`, and its reading.
 std::string measured_line(uint32_t rep, const side_figures& f) {
   std::ostringstream out;
-  out << "measured rep=" << rep << " cpu_us=" << f.cpu_us << " messages=" << f.messages
-      << " rss_peak=" << f.rss_peak << " rss_growth=" << f.rss_growth;
+  out << "measured rep=" << rep << " cpu_us=" << f.cpu_us << " runtime_cpu_us=" << f.runtime_cpu_us
+      << " messages=" << f.messages << " rss_peak=" << f.rss_peak << " rss_growth=" << f.rss_growth;
   return out.str();
 }
 
@@ -234,8 +254,8 @@ side_figures read_measured(const std::string& line) {
       throw std::runtime_error("rooms-prefill peer's report lacks " + key + ": " + line);
     return std::stod(m[1]);
   };
-  return side_figures{number("cpu_us"), number("messages"), number("rss_peak"),
-                      number("rss_growth")};
+  return side_figures{number("cpu_us"), number("runtime_cpu_us"), number("messages"),
+                      number("rss_peak"), number("rss_growth")};
 }
 
 struct plan_result {
@@ -258,6 +278,7 @@ plan_result run_plan(const plan& p) {
   bootstrap_locator where{{}, "127.0.0.1", port};
 
   kvferry::config cfg;
+  p.schedule(cfg);
   caf::actor_system sys{cfg};
   auto dec =
       sys.spawn(decider, std::string{"rooms-decode"}, p.tp, 1u, fresh_generation(), deadlines{});
@@ -338,8 +359,9 @@ plan_summary summarize(const plan_result& r) {
         v.push_back(x.*field);
       return median(v);
     };
-    return side_figures{of(&side_figures::cpu_us), of(&side_figures::messages),
-                        of(&side_figures::rss_peak), of(&side_figures::rss_growth)};
+    return side_figures{of(&side_figures::cpu_us), of(&side_figures::runtime_cpu_us),
+                        of(&side_figures::messages), of(&side_figures::rss_peak),
+                        of(&side_figures::rss_growth)};
   };
   out.rooms_per_s = median(rate);
   out.decode = side(dec);
@@ -361,6 +383,8 @@ void describe(figure& f, const plan& p) {
                     std::to_string(8 * p.page_tokens) + " KiB over TP " + std::to_string(p.tp) +
                     ") + aux";
   f.notes["transport"] = p.transport;
+  f.notes["scheduler"] = (p.policy.empty() ? std::string{"kvferry default"} : p.policy) +
+                         (p.threads > 0 ? ", " + std::to_string(p.threads) + " thread(s)" : "");
 }
 
 plan_summary report(const args& a, const plan& p, const plan_result& r) {
@@ -383,6 +407,8 @@ plan_summary report(const args& a, const plan& p, const plan_result& r) {
   f.extra["p99_us"] = percentile(lat, 99);
   f.extra["decode_cpu_us_per_room"] = s.decode.cpu_us;
   f.extra["prefill_cpu_us_per_room"] = s.prefill.cpu_us;
+  f.extra["decode_runtime_cpu_us_per_room"] = s.decode.runtime_cpu_us;
+  f.extra["prefill_runtime_cpu_us_per_room"] = s.prefill.runtime_cpu_us;
   f.extra["messages_per_room"] = s.decode.messages + s.prefill.messages;
   print(f, a.json);
 
@@ -406,9 +432,13 @@ plan_summary report(const args& a, const plan& p, const plan_result& r) {
   c.unit = "us";
   c.extra["decode"] = s.decode.cpu_us;
   c.extra["prefill"] = s.prefill.cpu_us;
+  c.extra["decode_runtime"] = s.decode.runtime_cpu_us;
+  c.extra["prefill_runtime"] = s.prefill.runtime_cpu_us;
   c.notes["cpu"] =
       "getrusage(RUSAGE_SELF) user+system of each whole process over the measured rooms, "
-      "synthetic scheduler's polling, pattern writing and checking included";
+      "synthetic scheduler's polling, pattern writing and checking included; *_runtime: less "
+      "the synthetic scheduler's own thread (RUSAGE_THREAD): kvferry's actors, transport and "
+      "CAF's threads";
   print(c, a.json);
 
   figure m;
@@ -516,6 +546,8 @@ int run_rooms_suite(const args& a) {
     p.warmup = static_cast<uint32_t>(a.get("warmup", std::max(50u, n)));
     p.reps = std::max(reps, 1u);
     p.page_tokens = static_cast<uint32_t>(a.get("page-tokens", 1u));
+    p.policy = a.get("policy", std::string{});
+    p.threads = static_cast<uint32_t>(a.get("threads", 0u));
     p.transport = a.get("transport", std::string{"tcp"});
     return p;
   };
@@ -557,8 +589,11 @@ int run_rooms_prefill_peer(const args& a) {
   p.reps = static_cast<uint32_t>(a.get("reps", 1u));
   p.page_tokens = static_cast<uint32_t>(a.get("page-tokens", 1u));
   p.latencies = a.get("latencies", 1u) != 0;
+  p.policy = a.get("policy", std::string{});
+  p.threads = static_cast<uint32_t>(a.get("threads", 0u));
   p.transport = a.get("transport", std::string{"tcp"});
   kvferry::config cfg;
+  p.schedule(cfg);
   caf::actor_system sys{cfg};
   auto boot = sys.spawn(bootstrap, std::string{"rooms-prefill"}, fresh_generation());
   auto port = publish_actor(sys, boot, 0, "127.0.0.1");
