@@ -62,15 +62,10 @@ caf::result<void> init_room(self_ptr self, receiver_init& msg) {
 /// once nothing more can land in them.
 caf::result<void> clear_room(self_ptr self, uint64_t id) {
   auto& st = self->state;
-  auto i = st.rooms.find(id);
-  if (i == st.rooms.end())
-    return unknown_room(self->state.cfg.self, id);
-  auto& room = i->second;
-  if (!room.fsm().terminal())
-    report(self, room,
-           failure{errc::aborted,
-                   "cleared by the decode scheduler in " + to_string(room.fsm().state()),
-                   st.cfg.self});
+  auto* cleared = room_to_clear(self, id, "the decode scheduler", report);
+  if (!cleared)
+    return unknown_room(st.cfg.self, id);
+  auto& room = *cleared;
   if (st.registered)
     self->send(st.decider, room_leave{room.key(), st.cfg.self});
   // Cleared before its verdict: nothing more may land in its pages.
@@ -78,7 +73,7 @@ caf::result<void> clear_room(self_ptr self, uint64_t id) {
     if (!st.draining.contains(room.key().generation))
       release(self, room);
   st.room_deadlines.disarm(id);
-  st.rooms.erase(i);
+  st.rooms.erase(id);
   st.finish_told.erase(id);
   return caf::unit;
 }

@@ -174,18 +174,13 @@ caf::result<void> send_chunk(self_ptr self, chunk_send& msg) {
 /// for messages that come late.
 caf::result<void> clear_room(self_ptr self, uint64_t id) {
   auto& st = self->state;
-  auto i = st.rooms.find(id);
-  if (i == st.rooms.end())
-    return unknown_room(self->state.cfg.self, id);
-  auto& room = i->second;
-  if (!room.fsm().terminal())
-    report(self, room,
-           failure{errc::aborted,
-                   "cleared by the prefill scheduler in " + to_string(room.fsm().state()),
-                   st.cfg.self});
+  auto* cleared = room_to_clear(self, id, "the prefill scheduler", report);
+  if (!cleared)
+    return unknown_room(st.cfg.self, id);
+  auto& room = *cleared;
   st.early.bury(id, cleared_outcome(room.key(), room.fsm().state(), room.fsm().why(), st.cfg.self));
   st.room_deadlines.disarm(id);
-  st.rooms.erase(i);
+  st.rooms.erase(id);
   st.deciders.erase(id);
   st.finish_told.erase(id);
   return caf::unit;

@@ -127,4 +127,20 @@ caf::result<void> abort_room(Self* self, uint64_t id, const char* by, Report rep
   return caf::unit;
 }
 
+/// The scheduler (`by`: "the prefill scheduler") clears room `id`: a room
+/// that has not concluded fails first (aborted) through `report(self, room,
+/// why)`. The room, for the rank's own clearing; nullptr if it has none.
+template <class Self, class Report>
+auto* room_to_clear(Self* self, uint64_t id, const char* by, Report report) {
+  auto& st = self->state;
+  auto i = st.rooms.find(id);
+  decltype(&i->second) room = i == st.rooms.end() ? nullptr : &i->second;
+  if (room && !room->fsm().terminal())
+    report(self, *room,
+           failure{errc::aborted,
+                   std::string{"cleared by "} + by + " in " + to_string(room->fsm().state()),
+                   st.cfg.self});
+  return room;
+}
+
 }  // namespace kvferry

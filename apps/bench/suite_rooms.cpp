@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -63,6 +65,33 @@ double pool_bytes(const apps::instance_ranks& inst) {
     total += static_cast<double>(pool->page_bytes()) * pool->pages() +
              static_cast<double>(pool->aux_rows()) * pool->aux_row_bytes();
   return total;
+}
+
+/// What one poll() of a live room's handle costs, and the floor beside it:
+/// an acquire load of an atomic, each timed over `n` calls in a row.
+struct poll_cost {
+  double poll_ns = 0;
+  double load_ns = 0;
+};
+
+poll_cost time_poll(const apps::instance_ranks& inst, uint64_t room) {
+  constexpr int n = 10'000'000;
+  auto per_call = [&](auto&& call) {
+    uint64_t sink = 0;
+    auto t0 = clock_type::now();
+    for (int i = 0; i < n; ++i)
+      sink += call();
+    auto ns = std::chrono::duration<double, std::nano>(clock_type::now() - t0).count() / n;
+    if (sink == 1)  // keeps the loop; never true (room states are 0..4, n > 1)
+      std::cerr << "";
+    return ns;
+  };
+  auto handle = inst.ranks.front()->make_sender(room);  // open in Bootstrapping; cleared below
+  std::atomic<uint32_t> word{1};
+  poll_cost out;
+  out.poll_ns = per_call([&] { return static_cast<uint64_t>(handle.poll()); });
+  out.load_ns = per_call([&] { return uint64_t{word.load(std::memory_order_acquire)}; });
+  return out;
 }
 
 /// One side's figures over one repetition.
@@ -247,13 +276,16 @@ std::string measured_line(uint32_t rep, const side_figures& f) {
   return out.str();
 }
 
+/// The number after "key=" in a line the prefill peer printed.
+double number_in(const std::string& line, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(line, m, std::regex{key + R"(=([0-9.eE+-]+))"}))
+    throw std::runtime_error("rooms-prefill peer's report lacks " + key + ": " + line);
+  return std::stod(m[1]);
+}
+
 side_figures read_measured(const std::string& line) {
-  auto number = [&](const std::string& key) {
-    std::smatch m;
-    if (!std::regex_search(line, m, std::regex{key + R"(=([0-9.eE+-]+))"}))
-      throw std::runtime_error("rooms-prefill peer's report lacks " + key + ": " + line);
-    return std::stod(m[1]);
-  };
+  auto number = [&](const std::string& key) { return number_in(line, key); };
   return side_figures{number("cpu_us"), number("runtime_cpu_us"), number("messages"),
                       number("rss_peak"), number("rss_growth")};
 }
@@ -261,12 +293,20 @@ side_figures read_measured(const std::string& line) {
 struct plan_result {
   std::vector<rep_result> reps;
   std::vector<double> rtt_us;
+  std::optional<poll_cost> poll;  ///< one poll() on the prefill side
 };
 
 void check(const apps::run_report& r, const std::string& what) {
   if (!r.ok())
     throw std::runtime_error(what + ": " + r.to_text("decode"));
 }
+
+/// Runs `f` when it goes out of scope.
+template <class F>
+struct at_scope_exit {
+  F f;
+  ~at_scope_exit() { f(); }
+};
 
 plan_result run_plan(const plan& p) {
   apps::child_process peer{p.peer_argv()};
@@ -285,6 +325,17 @@ plan_result run_plan(const plan& p) {
   auto spec = p.spec(role::decode);
   spec.decider = decider_locator{dec, "", 0};
   auto ranks = apps::start_ranks(sys, spec);
+  // The actor system's destructor waits for every actor: whatever ends this
+  // plan, a throw included, stops them first.
+  bool stopped = false;
+  auto stop = [&] {
+    if (std::exchange(stopped, true))
+      return;
+    if (ranks)
+      ranks->stop();
+    caf::anon_send_exit(dec, caf::exit_reason::kill);
+  };
+  at_scope_exit<decltype(stop)&> stop_on_exit{stop};
   if (!ranks)
     throw std::runtime_error("decode ranks: " + sys.render(ranks.error()));
   auto tag = "TP " + std::to_string(p.tp) + " -> " + std::to_string(p.tp) + ", " +
@@ -312,6 +363,10 @@ plan_result run_plan(const plan& p) {
     out.reps.push_back(std::move(rr));
   }
 
+  if (auto line = peer.wait_for_line([](auto& l) { return l.rfind("poll ", 0) == 0; }, 60s)) {
+    out.poll = poll_cost{number_in(*line, "poll_ns"), number_in(*line, "load_ns")};
+  }
+
   // Baseline: CAF's request/response round trip between the same processes.
   auto boot = find_published<bootstrap_actor>(sys, "127.0.0.1", port, 10s);
   if (boot) {
@@ -326,8 +381,7 @@ plan_result run_plan(const plan& p) {
             std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
     }
   }
-  ranks->stop();
-  caf::anon_send_exit(dec, caf::exit_reason::kill);
+  stop();
   peer.close_stdin();
   if (peer.wait(30s) != 0)
     throw std::runtime_error("rooms-prefill peer failed: " + peer.output());
@@ -441,6 +495,20 @@ plan_summary report(const args& a, const plan& p, const plan_result& r) {
       "CAF's threads";
   print(c, a.json);
 
+  if (r.poll) {
+    figure q;
+    describe(q, p);
+    q.metric = "poll_ns";
+    q.value = r.poll->poll_ns;
+    q.unit = "ns";
+    q.baseline = r.poll->load_ns;
+    q.baseline_name = "an acquire load of a std::atomic, same loop";
+    q.notes["how"] =
+        "sender::poll() of a live room on a prefill rank, 10,000,000 calls in a row on the "
+        "scheduler's thread";
+    print(q, a.json);
+  }
+
   figure m;
   describe(m, p);
   m.metric = "messages_per_room";
@@ -512,7 +580,7 @@ void write_table(const std::string& path, const std::vector<uint32_t>& tps,
     throw std::runtime_error("--table=" + path + ": cannot write it");
   out << "inflight";
   for (auto tp : tps)
-    out << " tp" << tp;
+    out << " TP_" << tp << "->" << tp;
   out << " caf_round_trip\n";
   for (auto& [n, row] : by_inflight) {
     out << n;
@@ -596,14 +664,22 @@ int run_rooms_prefill_peer(const args& a) {
   p.schedule(cfg);
   caf::actor_system sys{cfg};
   auto boot = sys.spawn(bootstrap, std::string{"rooms-prefill"}, fresh_generation());
+  std::optional<apps::hosted_ranks> ranks;
+  auto stop = [&] {  // before the actor system's destructor waits for them
+    if (ranks)
+      ranks->stop();
+    caf::anon_send_exit(boot, caf::exit_reason::kill);
+  };
+  at_scope_exit<decltype(stop)&> stop_on_exit{stop};
   auto port = publish_actor(sys, boot, 0, "127.0.0.1");
   if (!port)
     throw std::runtime_error(sys.render(port.error()));
   auto spec = p.spec(role::prefill);
   spec.bootstrap = bootstrap_locator{{}, "127.0.0.1", *port};
-  auto ranks = apps::start_ranks(sys, spec);
-  if (!ranks)
-    throw std::runtime_error("prefill ranks: " + sys.render(ranks.error()));
+  auto started = apps::start_ranks(sys, spec);
+  if (!started)
+    throw std::runtime_error("prefill ranks: " + sys.render(started.error()));
+  ranks = std::move(*started);
   std::cout << "ready bootstrap=" << *port << std::endl;
   bool ok = true;
   if (p.warmup > 0)
@@ -618,9 +694,12 @@ int run_rooms_prefill_peer(const args& a) {
       std::cout << r.to_text("prefill") << std::endl;
     std::cout << measured_line(rep, meter.figures(p.rooms)) << std::endl;
   }
+  if (ok) {
+    // A room id no workload uses.
+    auto cost = time_poll(ranks->view(), uint64_t{1} << 62);
+    std::cout << "poll poll_ns=" << cost.poll_ns << " load_ns=" << cost.load_ns << std::endl;
+  }
   wait_for_parent();  // it measures CAF's round trip against our bootstrap next
-  ranks->stop();
-  caf::anon_send_exit(boot, caf::exit_reason::kill);
   return ok ? 0 : 1;
 }
 
