@@ -265,11 +265,8 @@ std::set<rank_ref> live_members(self_ptr self) {
 /// Drops the handles of prefill ranks that no room on record names any more.
 void forget_unnamed_prefill(self_ptr self) {
   auto& st = self->state;
-  std::set<rank_ref> named;
-  for (auto& [id, r] : st.book.rooms())
-    named.insert(r.prefill.begin(), r.prefill.end());
   std::erase_if(st.prefill, [&](auto& kv) {
-    if (named.count(kv.first))
+    if (st.book.rooms_naming(kv.first) > 0)
       return false;
     self->demonitor(kv.second.address());
     return true;

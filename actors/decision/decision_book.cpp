@@ -44,8 +44,10 @@ decision_book::room& decision_book::join(
     at = std::max(at, *heard);
   }
   for (auto& p : prefill)
-    if (r.prefill.insert(p).second)
+    if (r.prefill.insert(p).second) {
       r.decision.add_participant(p);
+      ++naming_[p];
+    }
   return r;
 }
 
@@ -91,6 +93,9 @@ bool decision_book::forget_if_done(uint64_t id, const std::set<rank_ref>& member
     t.took_part.insert(r.joined.begin(), r.joined.end());
     tombstones_.bury(r.key.room, std::move(t));
   }
+  for (auto& p : r.prefill)
+    if (auto n = naming_.find(p); n != naming_.end() && --n->second == 0)
+      naming_.erase(n);
   rooms_.erase(i);
   expiries_.disarm(id);
   return true;

@@ -106,6 +106,13 @@ class decision_book {
 
   size_t size() const { return rooms_.size(); }
 
+  /// How many rooms on record name prefill rank `p` (kept as rooms come and
+  /// go, so that asking costs no walk over the rooms).
+  size_t rooms_naming(const rank_ref& p) const {
+    auto i = naming_.find(p);
+    return i == naming_.end() ? 0 : i->second;
+  }
+
   using time_point = std::chrono::steady_clock::time_point;
   using expiry_book = deadline_book<time_point>;
 
@@ -131,6 +138,7 @@ class decision_book {
   uint32_t pp_size_;
   uint64_t next_generation_;
   std::map<uint64_t, room> rooms_;
+  std::map<rank_ref, size_t> naming_;  // prefill rank → rooms on record naming it
   expiry_book expiries_;
   kvferry::tombstones<tombstone> tombstones_;
 };

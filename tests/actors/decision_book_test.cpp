@@ -157,6 +157,24 @@ TEST_CASE("decision_book keeps one expiry per decided room, forgotten with the r
   CHECK(fired.due_now[0].tag == 101);  // its generation
 }
 
+TEST_CASE("decision_book counts the rooms that name each prefill rank, without a walk",
+          "[logic][decision]") {
+  auto book = book2();
+  std::set<rank_ref> members{book.member(0, 0), book.member(1, 0)};
+  auto& a = book.join(7, book.member(0, 0), {p0});
+  book.join(7, book.member(1, 0), {p0, p1});  // p0 again: still one room
+  book.join(8, book.member(0, 0), {p0});
+  CHECK(book.rooms_naming(p0) == 2);
+  CHECK(book.rooms_naming(p1) == 1);
+  book.fail(a, boom());
+  book.leave(a.key, book.member(0, 0), members);
+  CHECK(book.leave({7, 100}, book.member(1, 0), members));  // room 7 forgotten
+  CHECK(book.rooms_naming(p0) == 1);
+  CHECK(book.rooms_naming(p1) == 0);
+  CHECK(book.leave({8, 101}, book.member(0, 0), {book.member(0, 0)}));
+  CHECK(book.rooms_naming(p0) == 0);
+}
+
 TEST_CASE("decision_book stops waiting for members that never joined once excused",
           "[logic][decision]") {
   auto book = book2();
