@@ -1,5 +1,6 @@
 #include "apps/bench/suite_rooms.hpp"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -342,6 +343,9 @@ plan_result run_plan(const plan& p) {
              std::to_string(p.inflight) + " in flight";
 
   plan_result out;
+  // What the allocator kept from earlier plans goes back to the system, so
+  // that this plan's resident set is its own.
+  ::malloc_trim(0);
   if (p.warmup > 0)
     check(apps::drive_decode(ranks->view(), p.workload(-1), where), tag + ", warm-up");
   for (uint32_t rep = 0; rep < p.reps; ++rep) {
