@@ -15,10 +15,10 @@
 
 #include <caf/actor_clock.hpp>
 
+#include "actors/common/deadline_book.hpp"
 #include "actors/common/deadlines.hpp"
 #include "actors/common/local_pool.hpp"
 #include "actors/guard.hpp"
-#include "actors/common/deadline_book.hpp"
 #include "actors/rank/decode_room.hpp"
 #include "actors/rank/fence_drains.hpp"
 #include "actors/rank/incarnations.hpp"

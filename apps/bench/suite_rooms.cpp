@@ -445,6 +445,19 @@ void describe(figure& f, const plan& p) {
                          (p.threads > 0 ? ", " + std::to_string(p.threads) + " thread(s)" : "");
 }
 
+/// A figure of plan `p` whose value is the sum of the two sides' figures.
+figure both_sides(const plan& p, const std::string& metric, const std::string& unit, double decode,
+                  double prefill) {
+  figure f;
+  describe(f, p);
+  f.metric = metric;
+  f.value = decode + prefill;
+  f.unit = unit;
+  f.extra["decode"] = decode;
+  f.extra["prefill"] = prefill;
+  return f;
+}
+
 plan_summary report(const args& a, const plan& p, const plan_result& r) {
   auto s = summarize(r);
   auto& lat = s.latencies_us;
@@ -483,13 +496,7 @@ plan_summary report(const args& a, const plan& p, const plan_result& r) {
   l.extra["samples"] = static_cast<double>(lat.size());
   print(l, a.json);
 
-  figure c;
-  describe(c, p);
-  c.metric = "cpu_us_per_room";
-  c.value = s.decode.cpu_us + s.prefill.cpu_us;
-  c.unit = "us";
-  c.extra["decode"] = s.decode.cpu_us;
-  c.extra["prefill"] = s.prefill.cpu_us;
+  auto c = both_sides(p, "cpu_us_per_room", "us", s.decode.cpu_us, s.prefill.cpu_us);
   c.extra["decode_runtime"] = s.decode.runtime_cpu_us;
   c.extra["prefill_runtime"] = s.prefill.runtime_cpu_us;
   c.notes["cpu"] =
@@ -513,13 +520,7 @@ plan_summary report(const args& a, const plan& p, const plan_result& r) {
     print(q, a.json);
   }
 
-  figure m;
-  describe(m, p);
-  m.metric = "messages_per_room";
-  m.value = s.decode.messages + s.prefill.messages;
-  m.unit = "messages";
-  m.extra["decode"] = s.decode.messages;
-  m.extra["prefill"] = s.prefill.messages;
+  auto m = both_sides(p, "messages_per_room", "messages", s.decode.messages, s.prefill.messages);
   m.notes["messages"] =
       "handlers and response callbacks run by kvferry's actors (ranks, decider, bootstrap, "
       "transfer, staging) on each side, timer ticks included, per room";
@@ -538,13 +539,9 @@ void report_state_bytes(const args& a, const plan& few, const plan_summary& at_f
   auto per_room = [&](const side_figures& lo, const side_figures& hi) {
     return (hi.rss_peak - lo.rss_peak) / extra;
   };
-  figure f;
-  describe(f, many);
-  f.metric = "state_bytes_per_inflight_room";
-  f.value = per_room(at_few.decode, at_many.decode) + per_room(at_few.prefill, at_many.prefill);
-  f.unit = "bytes";
-  f.extra["decode"] = per_room(at_few.decode, at_many.decode);
-  f.extra["prefill"] = per_room(at_few.prefill, at_many.prefill);
+  auto f = both_sides(many, "state_bytes_per_inflight_room", "bytes",
+                      per_room(at_few.decode, at_many.decode),
+                      per_room(at_few.prefill, at_many.prefill));
   f.extra["inflight_low"] = few.inflight;
   f.extra["decode_rss_mb_low"] = at_few.decode.rss_peak / 1e6;
   f.extra["decode_rss_mb_high"] = at_many.decode.rss_peak / 1e6;
@@ -559,13 +556,8 @@ void report_state_bytes(const args& a, const plan& few, const plan_summary& at_f
 /// Memory per room served: the resident set's least-squares growth per room
 /// concluded over a long run (its first fifth left out), each side.
 void report_rss_growth(const args& a, const plan& p, const plan_summary& s) {
-  figure f;
-  describe(f, p);
-  f.metric = "rss_growth_bytes_per_room";
-  f.value = s.decode.rss_growth + s.prefill.rss_growth;
-  f.unit = "bytes";
-  f.extra["decode"] = s.decode.rss_growth;
-  f.extra["prefill"] = s.prefill.rss_growth;
+  auto f = both_sides(p, "rss_growth_bytes_per_room", "bytes", s.decode.rss_growth,
+                      s.prefill.rss_growth);
   f.extra["decode_rss_mb_peak"] = s.decode.rss_peak / 1e6;
   f.extra["prefill_rss_mb_peak"] = s.prefill.rss_peak / 1e6;
   f.notes["how"] =
