@@ -17,6 +17,8 @@ packages=(
   ucx-utils                 # ucx_perftest, beside kvferry-bench transports (optional there)
   gnuplot-nox               # docs/transports.png (optional: the bench and tests run without)
   libtomlplusplus-dev       # toml++: kvferry-launch reads cluster files
+  libcpp-httplib-dev pkg-config  # cpp-httplib: each node's /metrics (found with pkg-config)
+  tmux                      # the test of kvferry-ctl top in a terminal
   libyaml-cpp-dev           # yaml-cpp: the test that parses deploy/k8s
   python3-dev pybind11-dev  # the Python package (apps/python)
   python3-numpy python3-pytest  # its tests

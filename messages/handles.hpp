@@ -13,6 +13,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "messages/poll_snapshot.hpp"
+#include "messages/room_trace.hpp"
 
 namespace kvferry {
 
@@ -118,6 +119,8 @@ using decode_rank_actor = caf::typed_actor<
     caf::reacts_to<room_keyed>, caf::reacts_to<room_verdict>,
     // the decider's pings
     caf::replies_to<heartbeat_atom, uint64_t>::with<heartbeat_atom, uint64_t>,
+    // kvferry-ctl trace: its recent events of one room
+    caf::replies_to<trace_atom, uint64_t>::with<room_trace>,
     // own timers: (room, epoch) deadlines, topology retries (peer key),
     // decider registration retries, fences still waiting to close, the
     // check for a silent decider
@@ -158,6 +161,8 @@ using prefill_rank_actor = caf::typed_actor<
     // deciders: verdicts and pings
     caf::reacts_to<room_verdict>,
     caf::replies_to<heartbeat_atom, uint64_t>::with<heartbeat_atom, uint64_t>,
+    // kvferry-ctl trace: its recent events of one room
+    caf::replies_to<trace_atom, uint64_t>::with<room_trace>,
     // own transfer actor
     caf::reacts_to<chunk_result>,
     // own timers: room deadlines, the expiry of requests for rooms not open

@@ -19,6 +19,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "messages/ids.hpp"
+#include "messages/metric_family.hpp"
 
 namespace kvferry {
 
@@ -46,6 +47,10 @@ struct rank_report {
   /// once the runtime has one, goes here as well (filled in one place:
   /// generation_of() in apps/launch/node_runner.cpp).
   uint64_t generation = 0;
+  /// A per-rank child process: its figures for Prometheus, as it collected
+  /// them for this report (the node's /metrics serves them). Empty from a
+  /// node's own process, whose figures the node reads itself.
+  std::vector<metric_family> metrics;
 
   friend bool operator==(const rank_report&, const rank_report&) = default;
 };
@@ -54,7 +59,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_report& x) {
   return f(caf::meta::type_name("kvferry.rank_report"), x.instance, x.role, x.index, x.rank, x.pid,
            x.endpoint, x.actor, x.rooms, x.success, x.failed, x.in_flight, x.failures, x.finished,
-           x.generation);
+           x.generation, x.metrics);
 }
 
 /// A node process to its own status actor: a per-rank child process exited
@@ -103,13 +108,15 @@ struct node_status {
   std::string mode;                   ///< "per-node" or "per-rank" processes
   std::vector<std::string> expected;  ///< "INSTANCE/INDEX" of every rank it should host
   std::vector<rank_health> ranks;     ///< those that reported, by instance and index
+  std::string metrics;                ///< "HOST:PORT" of its /metrics ("" none)
 
   friend bool operator==(const node_status&, const node_status&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_status& x) {
-  return f(caf::meta::type_name("kvferry.node_status"), x.node, x.pid, x.mode, x.expected, x.ranks);
+  return f(caf::meta::type_name("kvferry.node_status"), x.node, x.pid, x.mode, x.expected, x.ranks,
+           x.metrics);
 }
 
 /// A node's status actor.

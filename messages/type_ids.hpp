@@ -17,6 +17,7 @@
 #include "messages/node_status.hpp"
 #include "messages/poll_snapshot.hpp"
 #include "messages/room.hpp"
+#include "messages/room_trace.hpp"
 #include "messages/scheduler.hpp"
 #include "messages/staging.hpp"
 #include "messages/transfer.hpp"
@@ -111,6 +112,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvferry_status, caf::id_block::kvferry::end)
   CAF_ADD_TYPE_ID(kvferry_status, (kvferry::node_status))
   CAF_ADD_TYPE_ID(kvferry_status, (kvferry::status_actor))
   CAF_ADD_TYPE_ID(kvferry_status, (kvferry::rank_exit))
+  CAF_ADD_TYPE_ID(kvferry_status, (kvferry::metric_family))
+  CAF_ADD_TYPE_ID(kvferry_status, (kvferry::room_event))
+  CAF_ADD_TYPE_ID(kvferry_status, (kvferry::room_trace))
 
 CAF_END_TYPE_ID_BLOCK(kvferry_status)
 

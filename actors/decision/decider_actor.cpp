@@ -246,6 +246,8 @@ void broadcast(self_ptr self, const decision_book::room& r, const verdict& v) {
             expire_atom_v);
   if (v.outcome == kv_poll::failed)
     log().info("{} {}: Failed: {}", who(self), to_string(r.key), to_string(v.why));
+  if (st.figures && r.opened != std::chrono::steady_clock::time_point{})
+    st.figures->verdict(v.outcome, std::chrono::steady_clock::now() - r.opened);
   for (auto& d : r.joined)
     if (auto m = st.members.find({d.tp, d.pp}); m != st.members.end())
       self->send(m->second, msg);
@@ -293,13 +295,16 @@ failure on_exception(self_ptr self, const std::string& what) {
 decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_state> self,
                                      std::string instance, uint32_t tp_size, uint32_t pp_size,
                                      uint64_t generation, deadlines limits) {
-  return decider_on(self, std::move(instance), tp_size, pp_size, generation, limits, {});
+  return decider_on(self, std::move(instance), tp_size, pp_size, generation, limits, {}, nullptr);
 }
 
 decider_actor::behavior_type decider_on(decider_actor::stateful_pointer<decider_state> self,
                                         std::string instance, uint32_t tp_size, uint32_t pp_size,
-                                        uint64_t generation, deadlines limits, std::string node) {
+                                        uint64_t generation, deadlines limits, std::string node,
+                                        std::shared_ptr<metrics::registry> metrics) {
   self->state.node = std::move(node);
+  if (metrics)
+    self->state.figures = std::make_shared<metrics::decider_figures>(std::move(metrics), instance);
   std::random_device rd;
   self->state.limits = limits;
   self->state.beats = liveness<rank_ref>{limits.heartbeat_misses};

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -23,6 +24,7 @@
 #include "actors/decision/decision_book.hpp"
 #include "actors/decision/liveness.hpp"
 #include "actors/guard.hpp"
+#include "actors/metrics/decider_figures.hpp"
 #include "actors/sender_check.hpp"
 #include "messages/handles.hpp"
 
@@ -70,6 +72,8 @@ struct decider_state {
   std::string node;
   /// Run first inside the guard of every handler (actors/guard.hpp).
   handler_hook before_handler;
+  /// Its figures for Prometheus (null: none kept).
+  std::shared_ptr<metrics::decider_figures> figures;
 };
 
 /// Spawns the decider of decode instance `instance` of tp_size x pp_size
@@ -82,8 +86,10 @@ decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_sta
 
 /// The same, on node `node` of the cluster file: under TLS only processes
 /// that proved that node at this process's gateway register as members.
+/// With `metrics`, it keeps its figures there (actors/metrics/decider_figures.hpp).
 decider_actor::behavior_type decider_on(decider_actor::stateful_pointer<decider_state> self,
                                         std::string instance, uint32_t tp_size, uint32_t pp_size,
-                                        uint64_t generation, deadlines limits, std::string node);
+                                        uint64_t generation, deadlines limits, std::string node,
+                                        std::shared_ptr<metrics::registry> metrics);
 
 }  // namespace kvferry

@@ -38,6 +38,11 @@ void fail_rooms_of(self_ptr self, const rank_ref& gone, const failure& why) {
 void missed(self_ptr self, const rank_ref& peer) {
   auto& st = self->state;
   auto v = st.beats.missed(peer);
+  if (st.figures) {
+    st.figures->missed(peer);
+    if (v == liveness<rank_ref>::standing::newly_lost)
+      st.figures->standing(peer, false);
+  }
   if (v == liveness<rank_ref>::standing::alive)
     return;
   auto cause = to_string(peer) + " answered none of " + std::to_string(st.beats.misses()) +
@@ -135,6 +140,8 @@ void heartbeat_round(self_ptr self) {
                       if (st.lost_prefill.erase(r) > 0)
                         log().info("{} {} answers again: rooms may name it again", who(self),
                                    to_string(r));
+                      if (st.figures)
+                        st.figures->standing(r, true);
                       if (!st.beats.watching(r))
                         return;  // no longer watched
                       st.beats.answered(r);
@@ -173,6 +180,8 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
     if (m->second.address() != dm.source)
       continue;
     auto gone = st.book.member(m->first.first, m->first.second);
+    if (st.figures)
+      st.figures->standing(gone, false);
     log().log(
         dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn,
         "{} {} went down: {}", who(self), to_string(gone), caf::to_string(dm.reason));
@@ -196,6 +205,8 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
       continue;
     auto gone = rank;
     st.lost_prefill.erase(rank);
+    if (st.figures)
+      st.figures->standing(gone, false);
     if (link_lost(dm.reason))
       st.reached.erase(handle.node());  // its connection is gone
     log().log(

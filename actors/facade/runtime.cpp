@@ -179,7 +179,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     transfer_staging ts{staging_base, staging_base ? staging_bytes : 0, staging_region,
                         o.staging.slot_wait};
     rt->counters_ = std::make_shared<transfer_counters>();
-    rt->transfer_ = sys.spawn(kvferry::transfer, rt->rank_, pool, net, ts, rt->counters_);
+    rt->transfer_ =
+        sys.spawn(kvferry::transfer, rt->rank_, pool, net, ts, rt->counters_, o.metrics);
     prefill_rank_config cfg{rt->rank_,
                             o.tp_size,
                             o.pp_size,
@@ -193,9 +194,12 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
                             {},
                             false,
                             0,
-                            rt->board_};
+                            rt->board_,
+                            nullptr};
     cfg.rank_generation = first_generation();
     cfg.publish_first = !o.control_host.empty();
+    if (o.metrics)
+      cfg.figures = std::make_shared<metrics::rank_figures>(o.metrics, rt->rank_);
     rt->prefill_ = sys.spawn(prefill_rank, std::move(cfg));
     if (!o.control_host.empty()) {
       if (!sys.has_middleman())
@@ -220,18 +224,24 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
                           "decode rank of an instance of TP " + std::to_string(o.tp_size) +
                               " x PP " + std::to_string(o.pp_size) +
                               " without a decider: give every rank the same decider_locator");
-      rt->own_decider_ = sys.spawn(kvferry::decider, o.instance, o.tp_size, o.pp_size,
-                                   first_generation(), o.limits);
+      rt->own_decider_ = sys.spawn(decider_on, o.instance, o.tp_size, o.pp_size, first_generation(),
+                                   o.limits, std::string{}, o.metrics);
       o.decider.handle = rt->own_decider_;
     }
     staging_offer offer;
     if (staging_base) {
-      rt->staging_ =
-          sys.spawn(kvferry::staging, staging_config{rt->rank_, pool, staging_base, staging_bytes});
+      staging_config sc{.self = rt->rank_,
+                        .pool = pool,
+                        .ring = staging_base,
+                        .ring_size = staging_bytes,
+                        .metrics = o.metrics};
+      rt->staging_ = sys.spawn(kvferry::staging, std::move(sc));
       offer = staging_offer{rt->staging_, staging_region, staging_bytes};
     }
     decode_rank_config cfg{rt->rank_, o.tp_size, o.pp_size, pool,  rt->endpoint_, o.limits,
-                           net,       o.decider, offer,     alive, rt->board_};
+                           net,       o.decider, offer,     alive, rt->board_,    nullptr};
+    if (o.metrics)
+      cfg.figures = std::make_shared<metrics::rank_figures>(o.metrics, rt->rank_);
     rt->decode_ = sys.spawn(decode_rank, std::move(cfg));
   }
   log().info("[{}] started: {} transport at {}", to_string(rt->rank_), o.transport, rt->endpoint_);

@@ -25,6 +25,7 @@
 #include "actors/facade/kv_pool.hpp"
 #include "actors/facade/receiver.hpp"
 #include "actors/facade/sender.hpp"
+#include "actors/metrics/registry.hpp"
 #include "actors/staging/staging_options.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/decision.hpp"
@@ -73,6 +74,10 @@ struct rank_options {
   /// instrumentation); identity when empty.
   std::function<std::unique_ptr<transport::transport>(std::unique_ptr<transport::transport>)>
       wrap_transport;
+  /// Where the rank keeps its figures for Prometheus (rooms, failures,
+  /// bytes per peer, staging, its decider's heartbeats when it has its own):
+  /// usually one registry per process, rendered by /metrics. Null: none kept.
+  std::shared_ptr<metrics::registry> metrics;
   /// Stop waits until the rank's actors (and so its transport threads) are
   /// gone, so the pool's memory may be freed right after. Tests on CAF's
   /// deterministic scheduler set it to false.

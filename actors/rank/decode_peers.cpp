@@ -147,6 +147,8 @@ void mark_down(self_ptr self, const std::string& key, const failure& why, failur
 }
 
 void fail_fast(self_ptr self, decode_room& room, const prefill_peer& peer) {
+  if (auto& figures = self->state.cfg.figures)
+    figures->fast_failed(peer.down_cause.code);
   join(self, room);
   report(self, room, peer.down_cause);
 }

@@ -52,6 +52,7 @@ void report(self_ptr self, decode_room& room, failure why) {
   }
   log().info("{} {}: reporting to the decider: {}", who(self), to_string(room.key()),
              to_string(why));
+  note(self, room.key(), "reported to the decider", to_string(why));
   self->send(st.decider, room_failure{room.key(), why});
   room.set_reported(std::move(why));
   fsm.await_verdict();
@@ -140,6 +141,9 @@ void maybe_finish(self_ptr self, decode_room& room) {
 
 /// A chunk's bytes are in the room's pages (written there, or scattered).
 void on_landed(self_ptr self, decode_room& room, const chunk_landed& msg) {
+  note(self, room.key(),
+       "chunk " + std::to_string(msg.chunk) + " landed from " + to_string(msg.prefill_rank) + " (" +
+           std::to_string(msg.pages) + " pages" + (msg.staged ? ", staged)" : ")"));
   if (auto bad = room.landed(msg)) {
     report(self, room, std::move(*bad));
     return;
@@ -272,6 +276,8 @@ void on_verdict(self_ptr self, const room_verdict& msg) {
   // of it, so a verdict for a room not keyed yet is of an older generation of
   // its id (sent again), and must not become its key.
   if (room.keyed() && room.key() == msg.key) {
+    note(self, msg.key, "verdict " + to_string(msg.outcome) + " from the decider",
+         msg.outcome == kv_poll::failed ? to_string(msg.why) : std::string{});
     settle(self, room, msg.outcome, msg.why);
     forget_after_verdict(self, room, msg.why);
   }
@@ -326,6 +332,10 @@ decode_rank_actor::behavior_type decode_rank(
       [self](heartbeat_atom, uint64_t seq) -> caf::result<heartbeat_atom, uint64_t> {
         answer_ping(self, [self](const decode_room& room) { return decider_of(self, room); });
         return {heartbeat_atom_v, seq};
+      },
+      // -- kvferry-ctl trace ----------------------------------------------------
+      [self](trace_atom, uint64_t room) -> caf::result<room_trace> {
+        return self->state.events.of_room(room, to_string(self->state.cfg.self));
       },
       // -- timers ---------------------------------------------------------------
       [self](heartbeat_tick_atom) {

@@ -17,8 +17,10 @@
 
 #include "actors/common/deadline_book.hpp"
 #include "actors/common/deadlines.hpp"
+#include "actors/common/event_ring.hpp"
 #include "actors/common/local_pool.hpp"
 #include "actors/guard.hpp"
+#include "actors/metrics/rank_figures.hpp"
 #include "actors/rank/decode_room.hpp"
 #include "actors/rank/fence_drains.hpp"
 #include "actors/rank/incarnations.hpp"
@@ -52,6 +54,8 @@ struct decode_rank_config {
   std::shared_ptr<const void> alive;
   /// Where it publishes which prefill instances are down (may be null).
   std::shared_ptr<rank_board> board;
+  /// Its figures for Prometheus (null: none kept).
+  std::shared_ptr<metrics::rank_figures> figures;
 };
 
 struct decode_rank_state {
@@ -59,6 +63,7 @@ struct decode_rank_state {
 
   decode_rank_config cfg;
   std::map<uint64_t, decode_room> rooms;
+  event_ring events;  // recent room events, for kvferry-ctl trace
   /// Finished rooms waiting for their verdict: when their finish was last
   /// sent (decider pings remind the decider of them).
   std::map<uint64_t, caf::actor_clock::time_point> finish_told;

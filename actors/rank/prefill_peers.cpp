@@ -14,6 +14,7 @@
 #include "actors/rank/decider_side.hpp"
 #include "actors/rank/prefill_rank_steps.hpp"
 #include "actors/rank/rank_guard.hpp"
+#include "actors/rank/room_steps.hpp"
 #include "actors/remote_lookup.hpp"
 #include "messages/scheduler.hpp"
 #include "messages/transfer.hpp"
@@ -404,8 +405,11 @@ void on_verdict(self_ptr self, room_verdict& v) {
     if (room.key().generation == 0 && st.early.cleared_as(v.key))
       return;  // the verdict of the cleared room with this id, sent again
     room.adopt(v.key.generation);
-    if (room.key().generation == v.key.generation)
+    if (room.key().generation == v.key.generation) {
+      note(self, v.key, "verdict " + to_string(v.outcome) + " from the decider",
+           v.outcome == kv_poll::failed ? to_string(v.why) : std::string{});
       settle(self, room, v.outcome, v.why);
+    }
     return;
   }
   // A verdict for a room this rank already cleared changes nothing.

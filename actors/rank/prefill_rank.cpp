@@ -69,6 +69,7 @@ void report(self_ptr self, prefill_room& room, failure why) {
   }
   log().info("{} {}: reporting to its decider: {}", who(self), to_string(room.key()),
              to_string(why));
+  note(self, room.key(), "reported to the decider", to_string(why));
   self->send(d->second, room_failure{room.key(), why});
   room.set_reported(std::move(why));
   fsm.await_verdict();
@@ -200,6 +201,9 @@ void on_written(self_ptr self, chunk_result& r) {
     sync(self, room);  // a concluded room may release its pages now
     return;
   }
+  note(self, room.key(),
+       "chunk " + std::to_string(r.chunk) + " written to " + to_string(r.peer) + " (" +
+           std::to_string(r.pages) + " pages, " + std::to_string(r.bytes) + " bytes)");
   if (auto p = st.peers.find(r.peer); p != st.peers.end())
     self->send(p->second.handle, chunk_landed{r.key, st.cfg.self, r.chunk, r.pages, r.bytes,
                                               dest_done, r.staged, r.first_page});
@@ -264,6 +268,10 @@ prefill_rank_actor::behavior_type prefill_rank(
       [self](heartbeat_atom, uint64_t seq) -> caf::result<heartbeat_atom, uint64_t> {
         answer_ping(self, [self](const prefill_room& room) { return decider_of(self, room); });
         return {heartbeat_atom_v, seq};
+      },
+      // -- kvferry-ctl trace ----------------------------------------------------
+      [self](trace_atom, uint64_t room) -> caf::result<room_trace> {
+        return self->state.events.of_room(room, to_string(self->state.cfg.self));
       },
       // -- transfer actor -------------------------------------------------------
       [self](chunk_result& r) { on_written(self, r); },

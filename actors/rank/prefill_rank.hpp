@@ -19,7 +19,9 @@
 
 #include "actors/common/deadline_book.hpp"
 #include "actors/common/deadlines.hpp"
+#include "actors/common/event_ring.hpp"
 #include "actors/guard.hpp"
+#include "actors/metrics/rank_figures.hpp"
 #include "actors/rank/early_arrivals.hpp"
 #include "actors/rank/incarnations.hpp"
 #include "actors/rank/prefill_room.hpp"
@@ -57,6 +59,8 @@ struct prefill_rank_config {
   /// Where it publishes its instance's death and the rooms asked for but not
   /// opened (may be null).
   std::shared_ptr<rank_board> board;
+  /// Its figures for Prometheus (null: none kept).
+  std::shared_ptr<metrics::rank_figures> figures;
 };
 
 struct prefill_rank_state {
@@ -64,6 +68,7 @@ struct prefill_rank_state {
 
   prefill_rank_config cfg;
   std::map<uint64_t, prefill_room> rooms;      // live rooms by id
+  event_ring events;                           // recent room events, for kvferry-ctl trace
   std::map<uint64_t, decider_actor> deciders;  // room id → its decider, once known
   /// The deciders this rank monitors: each once, however many rooms it decides.
   std::set<caf::actor_addr> deciders_monitored;

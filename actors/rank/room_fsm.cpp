@@ -96,4 +96,12 @@ std::string room_fsm::stuck_cause(const room_key& key) const {
          format_duration(armed_for_) + " deadline";
 }
 
+std::optional<room_fsm::change> room_fsm::take_change() {
+  if (counted_ == state_)
+    return std::nullopt;
+  change c{counted_, state_};
+  counted_ = state_;
+  return c;
+}
+
 }  // namespace kvferry

@@ -77,6 +77,17 @@ class room_fsm {
   /// verdict wait when awaiting one).
   std::string stuck_cause(const room_key& key) const;
 
+  /// A move the rank's figures have not counted yet: from the state last
+  /// taken (none the first time) to the state now. Once per move.
+  struct change {
+    std::optional<kv_poll> from;
+    kv_poll to;
+  };
+  std::optional<change> take_change();
+
+  /// When the room was opened on this rank (steady clock).
+  std::chrono::steady_clock::time_point opened_at() const { return opened_at_; }
+
  private:
   void arm(std::chrono::nanoseconds after);
   std::chrono::nanoseconds limit_of(kv_poll s) const;
@@ -90,6 +101,8 @@ class room_fsm {
   bool awaiting_verdict_ = false;
   bool finished_ = false;
   uint32_t extensions_ = 0;
+  std::optional<kv_poll> counted_;
+  std::chrono::steady_clock::time_point opened_at_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace kvferry

@@ -12,7 +12,9 @@
 #include <caf/result.hpp>
 
 #include "actors/common/deadline_timer.hpp"
+#include "actors/common/event_ring.hpp"
 #include "actors/log.hpp"
+#include "actors/metrics/rank_figures.hpp"
 #include "actors/rank/room_fsm.hpp"
 #include "messages/failure.hpp"
 #include "messages/handles.hpp"
@@ -30,10 +32,24 @@ void arm_deadline(Self* self, uint64_t room, uint64_t epoch, std::chrono::nanose
             deadline_atom_v);
 }
 
-/// Mirrors `fsm` into `slot` (when there is one) and keeps the room's
-/// deadline in the rank's book: the one `fsm` armed, none once it concluded.
+/// Records `what` (and `cause`) of room `key` in the rank's event ring
+/// (`Self`'s state has `events`), for kvferry-ctl trace.
+template <class Self>
+void note(Self* self, const room_key& key, std::string what, std::string cause = {}) {
+  self->state.events.add(key.room, key.generation, std::move(what), std::move(cause));
+}
+
+/// Mirrors `fsm` into `slot` (when there is one), the rank's figures and its
+/// event ring, and keeps the room's deadline in the rank's book: the one
+/// `fsm` armed, none once it concluded.
 template <class Self>
 void publish(Self* self, const room_slot_ptr& slot, const room_key& key, room_fsm& fsm) {
+  if (auto c = fsm.take_change()) {
+    if (auto& figures = self->state.cfg.figures)
+      figures->moved(c->from, c->to, fsm.why(), std::chrono::steady_clock::now() - fsm.opened_at());
+    note(self, key, c->from ? to_string(c->to) : "opened (" + to_string(c->to) + ")",
+         c->to == kv_poll::failed ? to_string(fsm.why()) : std::string{});
+  }
   if (slot) {
     if (fsm.state() == kv_poll::failed)
       slot->fail(key, fsm.why());

@@ -23,6 +23,8 @@ std::string who(self_ptr self) {
 /// moved since they were last told.
 void tell_watermark(self_ptr self) {
   auto& st = self->state;
+  if (st.figures)
+    st.figures->in_use(st.book->ring_in_use());
   auto now = st.book->watermark();
   if (now == st.told)
     return;
@@ -54,6 +56,8 @@ failure run_scatter(self_ptr self, const staging_book::scatter& s) {
 
 caf::result<staging_grant> answer(self_ptr self, const staging_ask& a) {
   auto r = self->state.book->ask(a);
+  if (auto& figures = self->state.figures)
+    figures->in_use(self->state.book->ring_in_use());
   if (auto* f = std::get_if<failure>(&r)) {
     log().warn("{} {}: {}", who(self), to_string(a.key), to_string(*f));
     return to_error(*f);
@@ -108,6 +112,9 @@ staging_actor::behavior_type staging(staging_actor::stateful_pointer<staging_sta
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.book = std::make_unique<staging_book>(st.cfg.pool.layout, st.cfg.self, st.cfg.ring_size);
+  if (st.cfg.metrics)
+    st.figures =
+        std::make_unique<metrics::staging_figures>(st.cfg.metrics, st.cfg.self, st.cfg.ring_size);
   self->set_down_handler([self](caf::down_msg& m) { self->state.writers.erase(m.source); });
   return guarded<staging_actor::behavior_type>(
       self, on_exception,
@@ -118,6 +125,8 @@ staging_actor::behavior_type staging(staging_actor::stateful_pointer<staging_sta
           self->monitor(writer);  // forgotten when it goes
         if (st.book->knows(a.key))
           return answer(self, a);
+        if (st.figures)
+          st.figures->waited();
         auto promise = self->make_response_promise<staging_grant>();
         st.waiting.emplace(a.key, staging_state::parked{a, promise, self->clock().now()});
         arm_sweep(self);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
@@ -20,6 +21,7 @@
 
 #include "actors/common/local_pool.hpp"
 #include "actors/guard.hpp"
+#include "actors/metrics/staging_figures.hpp"
 #include "actors/staging/staging_book.hpp"
 #include "messages/handles.hpp"
 
@@ -31,6 +33,8 @@ struct staging_config {
   std::byte* ring = nullptr;
   uint64_t ring_size = 0;
   std::chrono::milliseconds ask_wait{5000};
+  /// Where it keeps its figures for Prometheus (null: none kept).
+  std::shared_ptr<metrics::registry> metrics;
 };
 
 struct staging_state {
@@ -50,6 +54,7 @@ struct staging_state {
   uint64_t scatters = 0;                              // writer blocks scattered (tests look)
   /// Run first inside the guard of every handler (actors/guard.hpp).
   handler_hook before_handler;
+  std::unique_ptr<metrics::staging_figures> figures;  // with cfg.metrics
 };
 
 staging_actor::behavior_type staging(staging_actor::stateful_pointer<staging_state> self,

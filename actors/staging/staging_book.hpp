@@ -33,6 +33,8 @@ class staging_book {
   uint64_t ring_size() const { return ring_.size(); }
   /// Linear position up to which the ring was consumed.
   uint64_t watermark() const { return ring_.watermark(); }
+  /// Bytes of the ring handed out and not consumed yet.
+  uint64_t ring_in_use() const { return ring_.in_use(); }
 
   /// Opens a staged room (again: ignored).
   void open(staging_room spec);

@@ -49,6 +49,9 @@ class staging_ring {
   /// Grants still held.
   size_t held() const;
 
+  /// Bytes handed out and not consumed yet.
+  uint64_t in_use() const { return head_ - watermark(); }
+
  private:
   uint64_t size_;
   uint64_t head_ = 0;                  // linear position of the next grant

@@ -44,6 +44,8 @@ void post(self_ptr self, uint64_t id, write_plan plan, bool is_aux) {
   auto writes = plan.ops.size();
   auto cookie = st.book.add_batch(id, plan.bytes, static_cast<uint32_t>(writes), is_aux);
   st.counters->writes += writes;
+  if (st.figures)
+    st.figures->posted(j.meta.peer, plan.bytes);
   // The room's generation is its fence: the decode side refuses it once the
   // room's pages are released.
   auto rc = st.net->post(
@@ -52,6 +54,8 @@ void post(self_ptr self, uint64_t id, write_plan plan, bool is_aux) {
     return;
   // Not posted: no completion will come for it.
   st.book.refused(cookie);
+  if (st.figures)
+    st.figures->failed(j.meta.peer);
   j.fail(to_failure(rc, st.net->name(), j.meta.peer, st.self));
 }
 
@@ -119,9 +123,12 @@ void on_done(self_ptr self, batch_done& done) {
     return;
   auto& j = st.book.at(c->job);
   auto code = static_cast<transport::code>(done.code);
-  if (code != transport::code::ok)
+  if (code != transport::code::ok) {
+    if (st.figures)
+      st.figures->failed(j.meta.peer);
     j.fail(to_failure(transport::status::from(code, done.message), st.net->name(), j.meta.peer,
                       st.self));
+  }
   if (!c->aux && j.gather) {
     // The bulk write read its bytes: the gather space may serve another.
     st.gathered.give(*j.gather);
@@ -240,7 +247,8 @@ transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer
                                        rank_ref rank, local_pool pool,
                                        std::shared_ptr<transport::transport> net,
                                        transfer_staging staging,
-                                       std::shared_ptr<transfer_counters> counters) {
+                                       std::shared_ptr<transfer_counters> counters,
+                                       std::shared_ptr<metrics::registry> metrics) {
   using namespace transfer_steps;
   auto& st = self->state;
   st.self = std::move(rank);
@@ -250,6 +258,11 @@ transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer
   st.counters = counters ? std::move(counters) : std::make_shared<transfer_counters>();
   st.gathered = gather_space{staging.gather ? staging.size : 0};
   st.caps = st.net->capabilities();
+  if (metrics) {
+    st.figures = std::make_shared<metrics::transfer_figures>(std::move(metrics), st.self,
+                                                             std::string{st.net->name()});
+    st.figures->watch_bandwidth();
+  }
   // Completions arrive on the transport's threads; they become messages. The
   // handler holds the actor weakly: the transport lives inside this actor.
   caf::weak_actor_ptr weak = self->ctrl();

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "actors/common/local_pool.hpp"
+#include "actors/metrics/transfer_figures.hpp"
 #include "actors/transfer/gather_space.hpp"
 #include "actors/transfer/job_book.hpp"
 #include "actors/transfer/staged_queue.hpp"
@@ -81,6 +82,7 @@ struct transfer_state {
   transfer_staging staging;
   gather_space gathered;
   std::shared_ptr<transfer_counters> counters;
+  std::shared_ptr<metrics::transfer_figures> figures;  // for Prometheus; null: none kept
   /// What the handler running now handles: what a throw in it fails
   /// (transfer_shield.cpp). Every handler notes it first. (No
   /// before_handler hook here: tests make this actor throw through the
@@ -94,10 +96,12 @@ struct transfer_state {
 
 /// Spawns with the prefill rank it serves, that rank's pool, and the transport
 /// (which the actor then owns; it is destroyed when the actor terminates).
+/// With `metrics`, it keeps its figures there (actors/metrics/transfer_figures.hpp).
 transfer_actor::behavior_type transfer(transfer_actor::stateful_pointer<transfer_state> self,
                                        rank_ref rank, local_pool pool,
                                        std::shared_ptr<transport::transport> net,
                                        transfer_staging staging,
-                                       std::shared_ptr<transfer_counters> counters);
+                                       std::shared_ptr<transfer_counters> counters,
+                                       std::shared_ptr<metrics::registry> metrics);
 
 }  // namespace kvferry

@@ -24,6 +24,9 @@
 #include "actors/bootstrap/bootstrap_actor.hpp"
 #include "actors/config.hpp"
 #include "actors/facade/runtime.hpp"
+#include "actors/metrics/exposition.hpp"
+#include "actors/metrics/process_figures.hpp"
+#include "actors/metrics/rank_figures.hpp"
 #include "actors/plan/planner.hpp"
 #include "actors/tls.hpp"
 #include "apps/bench/bench_report.hpp"
@@ -183,13 +186,19 @@ struct room_figures {
   std::vector<double> rtt;
 };
 
-room_figures room_latency_run(const args& a, const std::optional<std::string>& tls_dir) {
+/// With `metrics`, both sides keep their figures for Prometheus (as every
+/// kvferry-launch node does), and the decode side renders them once a
+/// second as a scrape would.
+room_figures room_latency_run(const args& a, const std::optional<std::string>& tls_dir,
+                              bool metrics = false) {
   auto samples = static_cast<uint32_t>(a.get("rooms", a.has("quick") ? 200 : 1000));
   auto warmup = 50u;
   std::vector<std::string> argv{self_exe(), "--peer=prefill-rooms",
                                 "--rooms=" + std::to_string(samples + warmup)};
   if (tls_dir)
     argv.push_back("--tls-dir=" + *tls_dir);
+  if (metrics)
+    argv.push_back("--metrics");
   apps::child_process peer{argv};
   auto line = peer.wait_for_line([](auto& l) { return l.rfind("ready ", 0) == 0; }, 60s);
   std::smatch m;
@@ -210,10 +219,20 @@ room_figures room_latency_run(const args& a, const std::optional<std::string>& t
   o.instance = "bench-decode";
   o.pool = pool.describe();
   o.transport = "tcp";  // this suite measures the tcp backend (the default is auto)
+  if (metrics)
+    o.metrics = std::make_shared<metrics::registry>();
+  auto figures = o.metrics;
   auto rt = runtime::start(sys, std::move(o));
   if (!rt)
     throw std::runtime_error(sys.render(rt.error()));
   bootstrap_locator where{{}, "127.0.0.1", port};
+  std::atomic<bool> scraping{metrics};
+  std::thread scraper{[&] {
+    while (scraping) {
+      (void)metrics::render(figures->collect());
+      std::this_thread::sleep_for(1s);
+    }
+  }};
 
   std::vector<double> lat;
   for (uint32_t i = 0; i < w.rooms; ++i) {
@@ -224,9 +243,12 @@ room_figures room_latency_run(const args& a, const std::optional<std::string>& t
     while (!is_terminal(s = r.poll()))
       std::this_thread::yield();
     auto us = std::chrono::duration<double, std::micro>(clock_type::now() - t0).count();
-    if (s != kv_poll::success)
+    if (s != kv_poll::success) {
+      scraping = false;
+      scraper.join();
       throw std::runtime_error("room " + std::to_string(w.room_id(i)) +
                                " failed: " + r.failure()->what());
+    }
     if (i >= warmup)
       lat.push_back(us);
   }
@@ -245,6 +267,8 @@ room_figures room_latency_run(const args& a, const std::optional<std::string>& t
         rtt.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
     }
   }
+  scraping = false;
+  scraper.join();
   (*rt)->stop();
   peer.close_stdin();
   if (peer.wait(30s) != 0)
@@ -269,6 +293,52 @@ void room_latency(const args& a) {
   f.extra["p99"] = percentile(plain.rooms, 99);
   f.notes["room"] = room;
   print(f, a.json);
+
+  // The same with Prometheus' figures kept on both sides and scraped once a
+  // second: what collecting metrics costs a room.
+  // Pairs in alternating order (off then on, on then off, ...), so that
+  // neither side always runs warmer; the median of each side's p50 and p99.
+  auto pairs = static_cast<int>(a.get("metrics-pairs", a.has("quick") ? 1 : 8));
+  std::vector<double> off_p50, on_p50, off_p99, on_p99;
+  size_t counted_rooms = 0;
+  for (int k = 0; k < pairs; ++k)
+    for (bool on : {k % 2 == 1, k % 2 == 0}) {
+      auto r = room_latency_run(a, std::nullopt, on);
+      (on ? on_p50 : off_p50).push_back(percentile(r.rooms, 50));
+      (on ? on_p99 : off_p99).push_back(percentile(r.rooms, 99));
+      counted_rooms += on ? r.rooms.size() : 0;
+    }
+  figure m;
+  m.suite = "tcp";
+  m.metric = "room_latency_metrics_us";
+  m.value = percentile(on_p50, 50);
+  m.unit = "us";
+  m.baseline = percentile(off_p50, 50);
+  m.baseline_name = "room latency p50 with metrics off, same run (median of alternating runs)";
+  m.reps = static_cast<int>(counted_rooms);
+  m.extra["pairs"] = pairs;
+  m.extra["p50"] = percentile(on_p50, 50);
+  m.extra["p99"] = percentile(on_p99, 50);
+  m.extra["p50_metrics_off"] = percentile(off_p50, 50);
+  m.extra["p99_metrics_off"] = percentile(off_p99, 50);
+  {
+    // One scrape's cost: collect and render one rank's figures.
+    auto reg = std::make_shared<metrics::registry>();
+    metrics::rank_figures one{reg, rank_ref{role::decode, "d", 1, 0, 0}};
+    one.moved(std::nullopt, kv_poll::success, failure{}, 1ms);
+    metrics::watch_process(*reg, {{"process", "bench"}});
+    std::vector<double> us;
+    for (int i = 0; i < 200; ++i) {
+      auto t0 = clock_type::now();
+      (void)metrics::render(reg->collect());
+      us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+    }
+    m.extra["scrape_us_p50"] = percentile(us, 50);
+  }
+  m.notes["room"] = room;
+  m.notes["metrics"] =
+      "both ranks keep their Prometheus figures; the decode side renders them once a second";
+  print(m, a.json);
   if (a.has("no-tls"))
     return;
 
@@ -367,6 +437,8 @@ int run_prefill_rooms_peer(const args& a) {
   o.pool = pool.describe();
   o.transport = "tcp";
   o.bootstrap = bootstrap_locator{{}, "127.0.0.1", *port};
+  if (a.has("metrics"))
+    o.metrics = std::make_shared<metrics::registry>();
   auto rt = runtime::start(sys, std::move(o));
   if (!rt)
     throw std::runtime_error(sys.render(rt.error()));

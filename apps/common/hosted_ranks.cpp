@@ -48,6 +48,7 @@ caf::expected<hosted_ranks> start_ranks(caf::actor_system& sys, const ranks_spec
       o.staging = spec.staging;
       o.bootstrap = spec.bootstrap;
       o.decider = spec.decider;
+      o.metrics = spec.metrics;
       auto rt = runtime::start(sys, std::move(o));
       if (!rt)
         return make_error(

@@ -38,6 +38,8 @@ struct ranks_spec {
   /// decode processes connect to its process directly.
   bool publish_control = true;
   decider_locator decider;  ///< decode
+  /// Where the ranks keep their figures for Prometheus (null: none).
+  std::shared_ptr<metrics::registry> metrics;
 };
 
 struct hosted_ranks {

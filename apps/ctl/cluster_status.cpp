@@ -125,7 +125,10 @@ void print(std::ostream& out, const cluster_spec& c, const cluster_view& v) {
     ++answered;
     auto& s = *a.status;
     out << "up, pid " << s.pid << ", " << s.mode << " processes, " << s.ranks.size() << "/"
-        << s.expected.size() << " ranks reported\n";
+        << s.expected.size() << " ranks reported, metrics "
+        << (s.metrics.empty() ? std::string{"off (no metrics_port)"}
+                              : "at http://" + s.metrics + "/metrics")
+        << "\n";
     ranks_expected += s.expected.size();
     std::set<std::string> reported;
     std::set<std::string> counted;  // instances whose rooms were added

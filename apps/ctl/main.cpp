@@ -3,6 +3,11 @@
 //   kvferry-ctl --cluster FILE status               every node and bootstrap of FILE
 //   kvferry-ctl --cluster FILE status --node NAME   node NAME and the nodes it depends on
 //                                                   (a readiness probe: exit 0 when healthy)
+//   kvferry-ctl --cluster FILE trace ROOM [--json]  one room across every rank: a timeline
+//                                                   (apps/ctl/room_timeline.hpp)
+//   kvferry-ctl --cluster FILE top                  a live table from each node's /metrics,
+//                                                   every second; q quits
+//                                                   (apps/ctl/cluster_top.hpp)
 //
 // Instances, ranks and their health (a rank whose actor or process went away
 // reads DOWN with the reason), each rank's restarts (with the last exit
@@ -19,6 +24,8 @@
 #include "actors/log.hpp"
 #include "actors/tls.hpp"
 #include "apps/ctl/cluster_status.hpp"
+#include "apps/ctl/cluster_top.hpp"
+#include "apps/ctl/room_timeline.hpp"
 #include "apps/launch/cluster_file.hpp"
 
 namespace {
@@ -28,6 +35,8 @@ struct ctl_config : kvferry::config {
   std::string node;
   caf::timespan timeout = std::chrono::seconds{3};
   std::string identity = "ctl";
+  bool json = false;
+  uint32_t iterations = 0;
 
   ctl_config() {
     opt_group{custom_options_, "global"}
@@ -35,7 +44,9 @@ struct ctl_config : kvferry::config {
         .add(node, "node", "status: this node and the nodes it depends on only")
         .add(timeout, "timeout", "per node and bootstrap: how long to wait for an answer")
         .add(identity, "identity",
-             "under [tls]: whose certificate to show the nodes (default ctl: ctl.pem, ctl.key)");
+             "under [tls]: whose certificate to show the nodes (default ctl: ctl.pem, ctl.key)")
+        .add(json, "json", "trace: one JSON object instead of the timeline")
+        .add(iterations, "iterations", "top: stop after this many refreshes (0: at q)");
   }
 };
 
@@ -44,6 +55,7 @@ struct ctl_config : kvferry::config {
 int main(int argc, char** argv) {
   std::vector<std::string> args;
   std::string command;
+  std::vector<std::string> operands;  // after the command
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if ((a == "--cluster" || a == "--node" || a == "--timeout" || a == "--identity") &&
@@ -51,6 +63,8 @@ int main(int argc, char** argv) {
       a += "=" + std::string{argv[++i]};
     if (!a.empty() && a[0] != '-' && command.empty())
       command = a;
+    else if (!a.empty() && a[0] != '-')
+      operands.push_back(std::move(a));
     else
       args.push_back(std::move(a));
   }
@@ -61,8 +75,25 @@ int main(int argc, char** argv) {
   }
   if (cfg.cli_helptext_printed)
     return 0;
-  if (cfg.cluster.empty() || command != "status") {
-    std::cerr << "kvferry-ctl: expected --cluster=FILE status [--node=NAME]\n";
+  uint64_t room = 0;
+  if (command == "trace") {
+    size_t used = 0;
+    try {
+      if (operands.size() == 1)
+        room = std::stoull(operands[0], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (operands.size() != 1 || used != operands[0].size() || operands[0][0] == '-') {
+      std::cerr << "kvferry-ctl: trace " << (operands.empty() ? "" : operands[0])
+                << ": expected one room id, a number (kvferry-ctl --cluster=FILE trace ROOM)\n";
+      return 2;
+    }
+  }
+  if (cfg.cluster.empty() || (command != "status" && command != "trace" && command != "top") ||
+      (command != "trace" && !operands.empty())) {
+    std::cerr << "kvferry-ctl: expected --cluster=FILE status [--node=NAME], --cluster=FILE "
+                 "trace ROOM [--json], or --cluster=FILE top\n";
     return 2;
   }
   auto parsed = kvferry::launch::load_cluster(cfg.cluster);
@@ -82,6 +113,8 @@ int main(int argc, char** argv) {
     nodes = kvferry::ctl::peers_of(c, cfg.node);
   }
   kvferry::set_log_level(cfg.log_level);
+  if (command == "top")  // HTTP to each node's /metrics: no actor system
+    return kvferry::ctl::run_top(c, cfg.iterations, std::cout);
   if (c.tls) {
     auto files = c.tls->files_of(cfg.identity);
     if (auto why = kvferry::check_tls_files(files); !why.empty()) {
@@ -95,6 +128,15 @@ int main(int argc, char** argv) {
   {
     caf::actor_system sys{cfg};
     auto v = kvferry::ctl::gather(sys, c, nodes, cfg.timeout);
+    if (command == "trace") {
+      auto t = kvferry::ctl::gather_trace(sys, v, room, cfg.timeout);
+      if (cfg.json)
+        kvferry::ctl::print_trace_json(std::cout, t);
+      else
+        kvferry::ctl::print_trace(std::cout, t);
+      std::cout.flush();
+      return t.events.empty() ? 1 : 0;
+    }
     std::cout << "cluster " << c.file << ": " << c.nodes.size() << " nodes, " << c.instances.size()
               << " instances\n";
     kvferry::ctl::print(std::cout, c, v);

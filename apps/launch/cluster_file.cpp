@@ -346,13 +346,15 @@ void read_nodes(reader& r, const toml::table& root, cluster_spec& c) {
   cap_tables(r, tables, max_nodes, "[[node]]");
   for (auto* t : tables) {
     r.only(*t, "[[node]]",
-           {"name", "host", "status_port", "processes", "restart", "restart_backoff",
-            "restart_backoff_max", "restart_limit"});
+           {"name", "host", "status_port", "metrics_port", "processes", "restart",
+            "restart_backoff", "restart_backoff_max", "restart_limit"});
     node_spec n;
     n.line = reader::line_of(*t);
     bool ok = r.text(*t, "[[node]]", "name", n.name, true);
     ok &= r.text(*t, "[[node]]", "host", n.host, true);
     r.integer(*t, "[[node]]", "status_port", n.status_port, false, 0, 65535, &n.status_port_line);
+    r.integer(*t, "[[node]]", "metrics_port", n.metrics_port, false, 0, 65535,
+              &n.metrics_port_line);
     n.processes = read_processes(r, *t, "[[node]]");
     n.restart = c.restart;
     read_restart(r, *t, "[[node]]", n.restart);
@@ -586,9 +588,13 @@ void check_ports(reader& r, cluster_spec& c) {
                        ", already taken by " + it->second.what + " at line " +
                        std::to_string(it->second.line) + "; expected distinct ports per host");
   };
-  for (auto& n : c.nodes)
+  for (auto& n : c.nodes) {
     if (n.status_port != 0)
       claim(n.host, n.status_port, "status_port of node " + in_quotes(n.name), n.status_port_line);
+    if (n.metrics_port != 0)
+      claim(n.host, n.metrics_port, "metrics_port of node " + in_quotes(n.name),
+            n.metrics_port_line);
+  }
   for (auto& i : c.instances) {
     auto* n = c.find_node(i.node);
     if (!n)

@@ -74,12 +74,15 @@ struct node_spec {
   /// Where its status actor is published (kvferry-ctl reads it); 0: any free
   /// port (kvferry-ctl cannot find it then).
   uint16_t status_port = 0;
+  /// Where its Prometheus endpoint (HTTP GET /metrics) listens; 0: none.
+  uint16_t metrics_port = 0;
   std::optional<process_mode> processes;  ///< overrides the file's
   /// The file's restart policy with this node's own keys over it: for the
   /// node's per-rank children, and for the node's process under --local.
   restart_policy restart;
   uint32_t line = 0;
   uint32_t status_port_line = 0;
+  uint32_t metrics_port_line = 0;
 };
 
 enum class instance_role { prefill, decode };

@@ -15,6 +15,11 @@
 // again with the same command line after the backoff, at most restart_limit
 // times (apps/launch/supervision.hpp).
 //
+// --log-format=text|json: the log as text lines (the default) or one JSON
+// object per line for log shippers (actors/log_json.hpp); passed on to the
+// nodes under --local and to per-rank children, like --kvferry.log-level.
+// KVFERRY_LOG_FORMAT in the environment wins, as KVFERRY_LOG_LEVEL does.
+//
 // Errors in the file are refused before anything starts, one line each:
 // "FILE:LINE: reason". The exit code is 0 when every node succeeded, 1 when a
 // node or a room failed, 2 for a bad file or command line.
@@ -38,6 +43,7 @@
 
 #include "actors/config.hpp"
 #include "actors/log.hpp"
+#include "actors/log_json.hpp"
 #include "actors/tls.hpp"
 #include "apps/common/child_process.hpp"
 #include "apps/launch/cluster_file.hpp"
@@ -58,7 +64,9 @@ struct launch_config : kvferry::config {
   uint32_t local_timeout_s = 600;
   bool exit_with_parent = false;
   std::string processes;
+  std::string log_format = "text";
   bool print_conclusions = false;
+  bool linger = false;
   int64_t epoch_ns = 0;
   std::string rank;
   uint16_t status_port = 0;
@@ -80,8 +88,14 @@ struct launch_config : kvferry::config {
         .add(list_nodes, "list-nodes", "print NAME HOST per node of the file, start nothing")
         .add(processes, "processes",
              "per-rank (one process per rank) or per-node (all ranks in one); overrides the file")
+        .add(log_format, "log-format",
+             "text (the default) or json: one JSON object per log line, for log shippers "
+             "(KVFERRY_LOG_FORMAT wins)")
         .add(print_conclusions, "print-conclusions",
              "print when each rank concluded each room, and how")
+        .add(linger, "linger",
+             "--node with a workload: once it is done, keep serving status and /metrics "
+             "until SIGINT or SIGTERM (the exit code is still the workload's)")
         .add(epoch_ns, "epoch-ns",
              "paced workloads: the clock origin (ns since the Unix epoch) every node shares")
         .add(rank, "rank", "internal (per-rank children): host rank INSTANCE/INDEX only")
@@ -143,7 +157,7 @@ void print_output(const std::string& node, const std::string& text) {
   while (at < text.size()) {
     auto nl = text.find('\n', at);
     auto end = nl == std::string::npos ? text.size() : nl;
-    std::cout << "[" << node << "] " << text.substr(at, end - at) << "\n";
+    std::cout << kvferry::relayed_line(node, std::string_view{text}.substr(at, end - at)) << "\n";
     at = end + 1;
   }
 }
@@ -198,6 +212,7 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
                                     "--cluster=" + cfg.cluster,
                                     "--node=" + n.name,
                                     "--kvferry.log-level=" + cfg.log_level,
+                                    "--log-format=" + cfg.log_format,
                                     "--exit-with-parent",
                                     "--parent-pid=" + std::to_string(::getpid())};
       // A paced workload counts from each node's own start unless given one
@@ -352,7 +367,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if ((a == "--cluster" || a == "--node" || a == "--local-timeout" || a == "--processes") &&
+    if ((a == "--cluster" || a == "--node" || a == "--local-timeout" || a == "--processes" ||
+         a == "--log-format") &&
         i + 1 < argc)
       a += "=" + std::string{argv[++i]};
     args.push_back(std::move(a));
@@ -370,6 +386,13 @@ int main(int argc, char** argv) {
                  "--check or --list-nodes\n";
     return 2;
   }
+  auto format = log_format_from(cfg.log_format);
+  if (!format) {
+    std::cerr << "kvferry-launch: --log-format=" << cfg.log_format
+              << " is not a log format; expected text or json\n";
+    return 2;
+  }
+  set_log_format(*format);
   node_options opts;
   if (!cfg.processes.empty()) {
     opts.processes = parse_process_mode(cfg.processes);
@@ -408,8 +431,9 @@ int main(int argc, char** argv) {
   set_log_level(cfg.log_level);
   if (!secure_control_plane(cfg, c))
     return 2;
-  if (!c.workload)
+  if (!c.workload || (cfg.linger && cfg.rank.empty()))
     block_stop_signals();  // before the actor system's threads: a serving node takes them
+  opts.linger = cfg.linger && cfg.rank.empty();
   opts.print_conclusions = cfg.print_conclusions;
   opts.epoch_ns = cfg.epoch_ns;
   opts.rank = cfg.rank;
@@ -418,6 +442,7 @@ int main(int argc, char** argv) {
   opts.exe = self_path();
   opts.cluster_path = cfg.cluster;
   opts.log_level = cfg.log_level;
+  opts.log_format = cfg.log_format;
   caf::actor_system sys{cfg};
   return run_node(sys, c, cfg.node, opts, std::cout, std::cerr);
 }

@@ -22,11 +22,15 @@
 #include "actors/decision/decider_actor.hpp"
 #include "actors/facade/runtime.hpp"
 #include "actors/log.hpp"
+#include "actors/log_json.hpp"
+#include "actors/metrics/process_figures.hpp"
 #include "actors/tls.hpp"
 #include "apps/common/child_process.hpp"
 #include "apps/common/host_pool.hpp"
 #include "apps/common/hosted_ranks.hpp"
 #include "apps/common/scheduler_driver.hpp"
+#include "apps/launch/http_endpoint.hpp"
+#include "apps/launch/node_metrics.hpp"
 #include "apps/launch/status_actor.hpp"
 #include "apps/launch/supervision.hpp"
 #include "messages/type_ids.hpp"
@@ -57,6 +61,10 @@ struct running_instance {
   decider_actor dec;              // decode, in the node process
   uint16_t decider_port = 0;      // decode, per-rank: where the children find it
   std::optional<apps::run_report> report;
+  /// This process's figures for Prometheus (one registry per process).
+  std::shared_ptr<metrics::registry> metrics;
+  /// A per-rank child: its reports carry its figures to the node.
+  bool report_metrics = false;
 
   void stop() {
     hosted.stop();
@@ -100,7 +108,8 @@ bool start_coordinator(caf::actor_system& sys, const cluster_spec& c, const node
     p.line("bootstrap of " + s.name + " listening on " + node.host + ":" + std::to_string(*port));
     return true;
   }
-  inst.dec = sys.spawn(decider_on, s.name, s.tp, s.pp, fresh_generation(), c.limits, node.name);
+  inst.dec = sys.spawn(decider_on, s.name, s.tp, s.pp, fresh_generation(), c.limits, node.name,
+                       inst.metrics);
   if (per_rank) {
     auto port = publish_actor(sys, inst.dec, 0, node.host);
     if (!port) {
@@ -135,6 +144,7 @@ bool start_ranks_here(caf::actor_system& sys, const cluster_spec& c, const node_
   spec.first_data_port = s.data_port;
   spec.limits = c.limits;
   spec.staging = c.staging;
+  spec.metrics = inst.metrics;
   if (s.role == instance_role::prefill)
     spec.bootstrap = bootstrap_of(c, s);
   else if (inst.dec)
@@ -210,6 +220,9 @@ void report_to(const status_actor& status, const running_instance& inst, const a
                uint32_t rooms, bool finished) {
   if (!status)
     return;
+  std::vector<metric_family> figures;
+  if (inst.report_metrics && inst.metrics)
+    figures = inst.metrics->collect();
   for (size_t k = 0; k < inst.hosted.ranks.size(); ++k) {
     auto& rt = *inst.hosted.ranks[k];
     rank_report rep;
@@ -225,6 +238,7 @@ void report_to(const status_actor& status, const running_instance& inst, const a
     rep.rooms = rooms;
     rep.finished = finished;
     rep.generation = generation_of(rt);
+    rep.metrics = figures;
     if (r) {
       rep.success = r->success;
       rep.failed = r->failed;
@@ -366,7 +380,7 @@ void relay(rank_child& ch, printer& p, bool all) {
   while (ch.printed < end) {
     auto nl = text.find('\n', ch.printed);
     auto stop = nl == std::string::npos || nl >= end ? end : nl;
-    p.line("[" + ch.name + "] " + text.substr(ch.printed, stop - ch.printed));
+    p.line(relayed_line(ch.name, std::string_view{text}.substr(ch.printed, stop - ch.printed)));
     ch.printed = stop + 1;
   }
   ch.printed = std::max(ch.printed, end);
@@ -396,6 +410,7 @@ bool start_children(const cluster_spec& c, const node_spec& node, const node_opt
                                   "--status-port=" + std::to_string(status_port),
                                   "--parent-pid=" + std::to_string(::getpid()),
                                   "--kvferry.log-level=" + opts.log_level,
+                                  "--log-format=" + opts.log_format,
                                   "--exit-with-parent"};
     if (epoch != 0)
       argv.push_back("--epoch-ns=" + std::to_string(epoch));
@@ -499,7 +514,8 @@ int supervise_children(std::vector<rank_child>& children, bool serving, const st
 
 /// Serves the ranks of `insts` until SIGINT or SIGTERM; reports an
 /// instance's ranks again when their generation changed (it may be issued
-/// after they started).
+/// after they started), and every second where the reports carry the
+/// process's figures (a per-rank child).
 void serve(const std::vector<const running_instance*>& insts, const status_actor& status) {
   auto generations = [](const running_instance& inst) {
     std::vector<uint64_t> out;
@@ -512,10 +528,18 @@ void serve(const std::vector<const running_instance*>& insts, const status_actor
     seen.push_back(generations(*i));
   while (!took_signal(std::chrono::seconds{1}))
     for (size_t k = 0; k < insts.size(); ++k)
-      if (auto now = generations(*insts[k]); now != seen[k]) {
+      if (auto now = generations(*insts[k]); now != seen[k] || insts[k]->report_metrics) {
         seen[k] = std::move(now);
         report_to(status, *insts[k], nullptr, 0, false);
       }
+}
+
+/// --linger: the workload is done; status and /metrics stay up until
+/// SIGINT or SIGTERM.
+void linger(const std::string& node, printer& p) {
+  p.line("node " + node + " lingers: status and metrics stay up; SIGINT or SIGTERM stops it");
+  while (!took_signal(std::chrono::seconds{1})) {
+  }
 }
 
 /// A per-rank child: hosts rank opts.rank of its instance, reports to the
@@ -532,6 +556,9 @@ int run_rank_child(caf::actor_system& sys, const cluster_spec& c, const node_spe
   running_instance inst;
   inst.spec = s;
   inst.indices = {static_cast<uint32_t>(std::stoul(opts.rank.substr(slash + 1)))};
+  inst.metrics = std::make_shared<metrics::registry>();
+  inst.report_metrics = true;
+  metrics::watch_process(*inst.metrics, {{"node", node.name}, {"process", opts.rank}});
   if (!c.workload)
     block_stop_signals();  // main() did it before CAF's threads; again does no harm
   status_actor status;
@@ -615,7 +642,14 @@ int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& n
   if (!c.workload)
     block_stop_signals();      // main() did it before CAF's threads; again does no harm
   auto epoch = opts.epoch_ns;  // 0: each driving process counts from its own start
-  auto status = sys.spawn(node_status_actor, node, std::string{to_string(mode)}, expected);
+  auto figures = std::make_shared<metrics::registry>();
+  metrics::watch_process(*figures, {{"node", node}, {"process", "node " + node}});
+  for (auto& i : insts)
+    i.metrics = figures;
+  auto metrics_at =
+      n->metrics_port == 0 ? std::string{} : n->host + ":" + std::to_string(n->metrics_port);
+  auto status =
+      sys.spawn(node_status_actor, node, std::string{to_string(mode)}, expected, metrics_at);
   auto status_port = publish_actor(sys, status, n->status_port, n->host);
   if (!status_port) {
     err << at(c, n->status_port_line ? n->status_port_line : n->line)
@@ -627,6 +661,20 @@ int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& n
   }
   p.line("status of node " + node + " listening on " + n->host + ":" +
          std::to_string(*status_port) + " (" + to_string(mode) + " processes)");
+  std::unique_ptr<http_endpoint> metrics_endpoint;
+  if (n->metrics_port != 0) {
+    auto ep = http_endpoint::start(n->host, n->metrics_port, [&sys, status, figures] {
+      return node_metrics(sys, status, *figures);
+    });
+    if (!ep) {
+      err << at(c, n->metrics_port_line) << "metrics_port = " << n->metrics_port << " of node \""
+          << node << "\": " << sys.render(ep.error()) << "\n";
+      caf::anon_send_exit(status, caf::exit_reason::kill);
+      return 1;
+    }
+    metrics_endpoint = std::move(*ep);
+    p.line("metrics of node " + node + " at http://" + metrics_at + "/metrics");
+  }
   int rc = 0;
   std::vector<rank_child> children;
   try {
@@ -674,6 +722,8 @@ int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& n
       rc = supervise_children(children, !c.workload, status, p);
       if (c.workload)
         p.line(done_line("node " + node));
+      if (c.workload && opts.linger)
+        linger(node, p);
     } else if (rc == 0 && c.workload) {
       std::vector<std::thread> drivers;
       for (auto& i : insts)
@@ -683,6 +733,8 @@ int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& n
       for (auto& i : insts)
         rc |= i.report->ok() ? 0 : 1;
       p.line(done_line("node " + node));  // for --local's supervision (supervision.hpp)
+      if (opts.linger)
+        linger(node, p);
     } else if (rc == 0) {
       p.line("node " + node + " serving; SIGINT or SIGTERM stops it");
       std::vector<const running_instance*> here;

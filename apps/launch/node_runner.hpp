@@ -31,6 +31,9 @@ namespace kvferry::launch {
 struct node_options {
   std::optional<process_mode> processes;  ///< overrides the file's
   bool print_conclusions = false;         ///< one line per rank and room
+  /// With a workload: once it is done, serve status and /metrics until
+  /// SIGINT or SIGTERM (blocked before the actor system started).
+  bool linger = false;
   /// Paced workloads: the clock origin every node shares (0: this node's
   /// start; per-rank children under an on-failure policy share one the node
   /// fixes, so that a restarted child skips the rooms whose time has passed).
@@ -40,10 +43,12 @@ struct node_options {
   std::string rank;
   uint16_t parent_status_port = 0;
   uint16_t decider_port = 0;
-  /// For starting children: this binary, the file as given, the log level.
+  /// For starting children: this binary, the file as given, the log level
+  /// and format.
   std::string exe;
   std::string cluster_path;
   std::string log_level = "warn";
+  std::string log_format = "text";  ///< text or json (kvferry::log_format_from)
 };
 
 /// Blocks SIGINT and SIGTERM in the calling thread and the threads it starts

@@ -51,11 +51,13 @@ bool from_this_node(status_actor::stateful_pointer<status_state> self, std::stri
 
 status_actor::behavior_type node_status_actor(status_actor::stateful_pointer<status_state> self,
                                               std::string node, std::string mode,
-                                              std::vector<std::string> expected) {
+                                              std::vector<std::string> expected,
+                                              std::string metrics) {
   self->state.now.node = std::move(node);
   self->state.now.pid = static_cast<int32_t>(::getpid());
   self->state.now.mode = std::move(mode);
   self->state.now.expected = std::move(expected);
+  self->state.now.metrics = std::move(metrics);
   self->set_down_handler([self](caf::down_msg& m) {
     auto i = self->state.watched.find(m.source);
     if (i == self->state.watched.end())

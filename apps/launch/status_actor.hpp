@@ -36,9 +36,11 @@ struct status_state {
 /// Ranks a node keeps reports of when it was given no expected list.
 constexpr size_t max_status_ranks = 4096;
 
-/// `expected` lists "INSTANCE/INDEX" of every rank the node should host.
+/// `expected` lists "INSTANCE/INDEX" of every rank the node should host;
+/// `metrics` is where its /metrics listens ("HOST:PORT", "" none).
 status_actor::behavior_type node_status_actor(status_actor::stateful_pointer<status_state> self,
                                               std::string node, std::string mode,
-                                              std::vector<std::string> expected);
+                                              std::vector<std::string> expected,
+                                              std::string metrics);
 
 }  // namespace kvferry::launch

@@ -40,6 +40,10 @@ struct stand_in_rank {
   struct {
     std::map<uint64_t, stand_in_room> rooms;
     deadline_book<time_point> room_deadlines;
+    struct {
+      std::shared_ptr<metrics::rank_figures> figures;  // none kept
+    } cfg;
+    event_ring events;
   } state;
   stand_in_clock c;
   std::vector<time_point> timers_set;  // when each deadline_atom was asked for

@@ -309,7 +309,21 @@ TEST_CASE("cluster file: the keys of the launcher options are refused with their
   }
   SECTION("an unknown node key lists the node keys") {
     auto e = one_error(with("name = \"p\"\n", "name = \"p\"\ngpus = 8\n"));
-    CHECK_THAT(e, Catch::Contains("expected one of name, host, status_port, processes"));
+    CHECK_THAT(e,
+               Catch::Contains("expected one of name, host, status_port, metrics_port, processes"));
+  }
+  SECTION("a metrics port taken by a status port on the same host") {
+    auto text = with("name = \"p\"\n", "name = \"p\"\nstatus_port = 17100\nmetrics_port = 17100\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "metrics_port = 17100"))));
+    CHECK_THAT(e, Catch::Contains("metrics_port of node \"p\" uses port 17100"));
+    CHECK_THAT(e, Catch::Contains("already taken by status_port of node \"p\""));
+  }
+  SECTION("a metrics port out of range") {
+    auto text = with("name = \"p\"\n", "name = \"p\"\nmetrics_port = 70000\n");
+    auto e = one_error(text);
+    CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "metrics_port = 70000"))));
+    CHECK_THAT(e, Catch::Contains("metrics_port"));
   }
   SECTION("a request rate that is not positive") {
     auto text = with("requests = 10\n", "requests = 10\nrequests_per_second = 0\n");

@@ -309,8 +309,9 @@ TEST_CASE("kvferry-launch restarts a per-rank child killed with SIGKILL", "[laun
 TEST_CASE("the status actor keeps a rank's restarts, last exit and generation", "[launch]") {
   kvferry::config cfg;
   caf::actor_system sys{cfg};
-  auto status = sys.spawn(kvferry::launch::node_status_actor, std::string{"n"},
-                          std::string{"per-rank"}, std::vector<std::string>{"d/0", "d/1"});
+  auto status =
+      sys.spawn(kvferry::launch::node_status_actor, std::string{"n"}, std::string{"per-rank"},
+                std::vector<std::string>{"d/0", "d/1"}, std::string{});
   caf::scoped_actor self{sys};
   auto ask = [&] {
     kvferry::node_status out;
