@@ -41,7 +41,11 @@ transfer_figures::peer_series& transfer_figures::of(const rank_ref& peer) {
       &reg_->counter_at("kvferry_transfer_batches_total",
                         "Batches (coalesced writes) posted to the peer rank", labels),
       &reg_->counter_at("kvferry_transfer_failed_batches_total",
-                        "Batches to the peer rank refused or completed with an error", labels)};
+                        "Batches to the peer rank refused or completed with an error", labels),
+      &reg_->counter_at("kvferry_transfer_staged_waits_total",
+                        "Staged chunks to the peer rank that waited for its ring's watermark or "
+                        "the gather buffer after their grant",
+                        labels)};
   return peers_.emplace(peer, s).first->second;
 }
 
@@ -54,6 +58,10 @@ void transfer_figures::posted(const rank_ref& peer, uint64_t bytes) {
 
 void transfer_figures::failed(const rank_ref& peer) {
   of(peer).failed->add();
+}
+
+void transfer_figures::staged_waited(const rank_ref& peer) {
+  of(peer).staged_waits->add();
 }
 
 void transfer_figures::sample_bandwidth() {

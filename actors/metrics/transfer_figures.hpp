@@ -33,12 +33,16 @@ class transfer_figures : public std::enable_shared_from_this<transfer_figures> {
   void posted(const rank_ref& peer, uint64_t bytes);
   /// A batch to `peer` failed (refused or completed with an error).
   void failed(const rank_ref& peer);
+  /// A staged chunk to `peer`, granted its ring slot, had to wait for the
+  /// ring's watermark (or the gather buffer) before it could go.
+  void staged_waited(const rank_ref& peer);
 
  private:
   struct peer_series {
     counter* bytes;
     counter* batches;
     counter* failed;
+    counter* staged_waits;
   };
   peer_series& of(const rank_ref& peer);
   void sample_bandwidth();

@@ -31,6 +31,7 @@ struct transfer_job {
   // bulk write runs, and the block's bytes.
   bool staged = false;
   bool posted = false;  ///< its bulk write went out (or failed trying)
+  bool waited = false;  ///< granted, it had to wait for the ring's watermark or gather space
   std::optional<staging_grant> grant;
   std::optional<uint64_t> gather;
   uint64_t staged_bytes = 0;

@@ -101,7 +101,13 @@ void pump_all(self_ptr self) {
     auto next = pass.decide(rank, *j, peer.staging.size, peer.consumed, st.gathered);
     switch (next.what) {
       case staged_pass::step::skip:
+        break;
       case staged_pass::step::wait:
+        if (j->grant && !j->waited) {  // counted once per chunk
+          j->waited = true;
+          if (st.figures)
+            st.figures->staged_waited(rank);
+        }
         break;
       case staged_pass::step::tail_only:
         st.queue.remove(rank, id);

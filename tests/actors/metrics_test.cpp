@@ -180,10 +180,12 @@ TEST_CASE("transfer figures count bytes per peer; the bandwidth goes with them")
   t->posted(decode_rank(0), 1000);
   t->posted(decode_rank(1), 24);
   t->failed(decode_rank(1));
+  t->staged_waited(decode_rank(0));
   auto e = scrape(*reg);
   CHECK(e.sum("kvferry_transfer_bytes_total", {{"transport", "tcp"}}) == 1024);
   CHECK(e.sum("kvferry_transfer_batches_total", {{"peer", "decode-0 tp1 pp0"}}) == 1);
   CHECK(e.sum("kvferry_transfer_failed_batches_total") == 1);
+  CHECK(e.sum("kvferry_transfer_staged_waits_total", {{"peer", "decode-0 tp0 pp0"}}) == 1);
   CHECK(e.sum("kvferry_transfer_bandwidth_bytes_per_second") > 0);
   t.reset();  // its collector goes with it
   CHECK(scrape(*reg).sum("kvferry_transfer_bandwidth_bytes_per_second") == 0);

@@ -34,6 +34,7 @@ COUNTERS = {
     "kvferry_transfer_failed_batches_total",
     "kvferry_heartbeat_misses_total",
     "kvferry_staging_waits_total",
+    "kvferry_transfer_staged_waits_total",
 }
 GAUGES = {
     "kvferry_rooms_in_flight",

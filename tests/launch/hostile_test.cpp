@@ -11,9 +11,9 @@
 //      connections are closed by the receiver;
 //  (c) garbage of several shapes (random bytes, huge length fields, a
 //      truncated frame, plain HTTP) on every port the decode and prefill node
-//      processes listen on (data ports and the CAF ports: bootstrap, status,
-//      decider, published ranks): the connection is dropped, and the listener
-//      still accepts afterwards;
+//      processes listen on (data ports, the metrics HTTP port and the CAF
+//      ports: bootstrap, status, decider, published ranks): the connection is
+//      dropped, and the listener still accepts afterwards;
 //  (d) forged control messages: a CAF client with no credentials asks the
 //      decode node's status actor for the rank handles, polls a rank's room
 //      (refused) and sends it success verdicts for guessed keys (dropped).
@@ -478,7 +478,7 @@ std::string cluster(uint32_t requests, uint32_t per_second, uint16_t data_port) 
     << "chunk_pages = 4\nconcurrency = 8\nseed = 42\nmodel = \"tiny\"\nprogress = \"5s\"\n\n";
   for (auto n : {"prefill-node", "decode-node"})
     f << "[[node]]\nname = \"" << n << "\"\nhost = \"127.0.0.1\"\nstatus_port = " << free_port()
-      << "\n\n";
+      << "\nmetrics_port = " << free_port() << "\n\n";
   f << "[[instance]]\nname = \"prefill-0\"\nrole = \"prefill\"\nnode = \"prefill-node\"\ntp = 1\n"
     << "pp = 1\nbootstrap_port = " << free_port() << "\n\n";
   f << "[[instance]]\nname = \"decode-0\"\nrole = \"decode\"\nnode = \"decode-node\"\ntp = 1\n"
