@@ -34,10 +34,11 @@ void fail_rooms_of(self_ptr self, const rank_ref& gone, const failure& why) {
           broadcast(self, *r, *v);
 }
 
-/// A ping to `who` went unanswered; enough in a row and it is lost.
-void missed(self_ptr self, const rank_ref& peer) {
+/// A round without an answer from `peer` (`over`: its ping failed or was
+/// given up; else it is still out); enough in a row and it is lost.
+void missed(self_ptr self, const rank_ref& peer, bool over) {
   auto& st = self->state;
-  auto v = st.beats.missed(peer);
+  auto v = over ? st.beats.missed(peer) : st.beats.late(peer);
   if (st.figures) {
     st.figures->missed(peer);
     if (v == liveness<rank_ref>::standing::newly_lost)
@@ -129,11 +130,17 @@ void heartbeat_round(self_ptr self) {
   auto open = st.book.undecided();
   std::set<rank_ref> watched;
   auto ping = [&](const rank_ref& r, const auto& handle) {
-    watched.insert(r);
-    if (!st.beats.ping(r))
-      return;  // the last ping is still out
+    if (!watched.insert(r).second)
+      return;  // once per round, however many rooms name it
+    if (!st.beats.ping(r)) {
+      // The last ping is still out: a miss. Its answer still counts if it
+      // comes within the silence: a rank behind a long mailbox (a burst of
+      // rooms) is slow, not lost.
+      missed(self, r, false);
+      return;
+    }
     auto sent = self->clock().now();
-    self->request(handle, st.limits.heartbeat, heartbeat_atom_v, ++st.pings)
+    self->request(handle, st.limits.silence(), heartbeat_atom_v, ++st.pings)
         .then(guard(self, on_exception,
                     [self, r, sent](heartbeat_atom, uint64_t) {
                       auto& st = self->state;
@@ -148,7 +155,7 @@ void heartbeat_round(self_ptr self) {
                       auto& at = st.answered_at[r];
                       at = std::max(at, sent);
                     }),
-              guard(self, on_exception, [self, r](caf::error&) { missed(self, r); }));
+              guard(self, on_exception, [self, r](caf::error&) { missed(self, r, true); }));
   };
   for (auto& [place, handle] : st.members)
     ping(st.book.member(place.first, place.second), handle);

@@ -1,6 +1,8 @@
 // Heartbeat bookkeeping, plain logic: which peers a watcher may ping now, how
-// many pings in a row went unanswered, and when that makes a peer lost. A lost
-// peer that answers again is alive again.
+// many rounds in a row passed without an answer, and when that makes a peer
+// lost. One ping is out at a time; a round that finds it still out is a miss,
+// and an answer, however late, starts the count over. A lost peer that
+// answers again is alive again.
 #pragma once
 
 #include <cstdint>
@@ -31,21 +33,15 @@ class liveness {
       i->second = {};
   }
 
-  /// A ping to `who` went unanswered: alive (misses to spare), newly lost
-  /// (this miss was the last one allowed), or lost already.
-  standing missed(const Key& who) {
-    auto i = watch_.find(who);
-    if (i == watch_.end())
-      return standing::alive;  // no longer watched
-    auto& w = i->second;
-    w.waiting = false;
-    if (w.lost)
-      return standing::still_lost;
-    if (++w.misses < misses_)
-      return standing::alive;
-    w.lost = true;
-    return standing::newly_lost;
-  }
+  /// A round found the ping to `who` still out: one more miss, and the ping
+  /// stays out (an answer that comes late still counts as life). Alive
+  /// (misses to spare), newly lost (this miss was the last one allowed), or
+  /// lost already.
+  standing late(const Key& who) { return miss(who, false); }
+
+  /// The ping to `who` failed or its answer never came: one more miss, and
+  /// `who` may be pinged again.
+  standing missed(const Key& who) { return miss(who, true); }
 
   bool watching(const Key& who) const { return watch_.count(who) > 0; }
 
@@ -63,6 +59,21 @@ class liveness {
   uint32_t misses() const { return misses_; }
 
  private:
+  standing miss(const Key& who, bool over) {
+    auto i = watch_.find(who);
+    if (i == watch_.end())
+      return standing::alive;  // no longer watched
+    auto& w = i->second;
+    if (over)
+      w.waiting = false;
+    if (w.lost)
+      return standing::still_lost;
+    if (++w.misses < misses_)
+      return standing::alive;
+    w.lost = true;
+    return standing::newly_lost;
+  }
+
   struct watch {
     uint32_t misses = 0;
     bool waiting = false;

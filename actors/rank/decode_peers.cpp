@@ -28,16 +28,6 @@ void arm_probe(self_ptr self, prefill_peer& peer, const std::string& key) {
     self->delayed_send(self, peer.backoff(), retry_atom_v, key);
 }
 
-/// Forgets the prefill instance at `p`: its live rooms here fail with `why`,
-/// and later rooms look it up again (it may have restarted, and every rank
-/// must name the new one).
-void drop_peer(self_ptr self, decltype(decode_rank_state::peers)::iterator p, const failure& why) {
-  for_rooms_of(self, p->first, [&](decode_room& room) { report(self, room, why); });
-  for (auto& [rank, handle] : p->second.handles)
-    self->demonitor(handle.address());
-  self->state.peers.erase(p);
-}
-
 /// A verdict says a prefill rank was lost (the decider saw it go down, or it
 /// stopped answering) even where this rank saw nothing (a route through
 /// another node, a silent partition): the instance is looked up again for the
@@ -57,8 +47,10 @@ void forget_lost_source(self_ptr self, const failure& why) {
 /// A verdict says contact was lost across instances (decider_lost: a rank
 /// lost by its link, which this rank may not have seen: a source reached
 /// through its bootstrap's node, whose bootstrap died too). The room's prefill
-/// instance is looked up again for the next rooms: its handles here may be of
-/// a dead incarnation.
+/// instance is looked up again at once: its handles here may be of a dead
+/// incarnation. If the lookup fails, it is down (resolve_failed), as a
+/// down_msg would have said: which of the two this rank hears first must not
+/// decide whether its next rooms fail at once or wait out their deadline.
 void forget_cut_off_source(self_ptr self, const decode_room& room, const failure& why) {
   auto& st = self->state;
   if (why != decider_lost(decider_ref(st.cfg.self.instance)))
@@ -68,13 +60,16 @@ void forget_cut_off_source(self_ptr self, const decode_room& room, const failure
     return;
   // Only the incarnation the room was bound to: a lookup made since may have
   // found the next one already.
-  if (!p->second.same_sources(room.sources().front().rank))
+  auto bound = room.sources().front().rank;
+  if (!p->second.same_sources(bound))
     return;
-  log().info(
-      "{} {}: contact with the prefill instance at {} may be lost: it is looked up again "
-      "for the next rooms",
-      who(self), to_string(room.key()), p->first);
-  drop_peer(self, p, why);
+  auto key = p->first;
+  log().info("{} {}: contact with the prefill instance at {} may be lost: it is looked up again",
+             who(self), to_string(room.key()), key);
+  for_rooms_of(self, key, [&](decode_room& r) { report(self, r, why); });
+  for (auto& handle : p->second.lose_contact(bound))
+    self->demonitor(handle.address());
+  start_resolve(self, key);
 }
 
 }  // namespace
@@ -110,6 +105,17 @@ void resolve_failed(self_ptr self, const std::string& key, std::string error) {
       log().debug("{} prefill instance at {} not ready (attempt {}): {}", who(self), key,
                   peer.attempts, peer.last_error);
       return;  // the next room restarts the resolve
+    case prefill_peer::retry::down: {
+      // Contact was lost, and it cannot be reached: its rank is taken for
+      // gone, in the words a down_msg of it gives.
+      auto gone = *peer.contact_lost;
+      failure cause{errc::peer_down,
+                    "prefill " + to_string(gone) + " went down (contact was lost, and " + key +
+                        " cannot be reached: " + peer.last_error + ")",
+                    gone};
+      mark_down(self, key, cause, cause);
+      return;
+    }
   }
 }
 

@@ -68,6 +68,7 @@ bool prefill_peer::handshake_done() const {
 bool prefill_peer::come_up() {
   bool was_down = phase == stage::down;
   phase = stage::ready;
+  contact_lost.reset();
   probe_armed = false;
   in_flight = false;
   attempts = 0;
@@ -86,6 +87,8 @@ prefill_peer::retry prefill_peer::fail(std::string error, bool rooms_waiting) {
   ++attempts;
   if (phase == stage::down)
     return retry::probe;
+  if (contact_lost)
+    return retry::down;
   return rooms_waiting ? retry::again : retry::idle;
 }
 
@@ -93,22 +96,35 @@ prefill_peer::went_down prefill_peer::go_down(failure cause,
                                               std::optional<std::vector<participant>> survivors) {
   went_down out;
   out.fresh = phase != stage::down;
+  contact_lost.reset();
   if (out.fresh || down_cause.code != errc::instance_dead)
     down_cause = std::move(cause);
   if (survivors)
     everyone = std::move(*survivors);
   if (out.fresh) {
-    for (auto& [rank, handle] : handles)
-      out.dropped.push_back(handle);
     phase = stage::down;
-    handles.clear();
-    accepted.clear();
-    sources.clear();
-    ++round;  // a handshake under way is void
-    in_flight = false;
-    attempts = 0;
+    out.dropped = drop_sources();
   }
   return out;
+}
+
+std::vector<prefill_rank_actor> prefill_peer::lose_contact(const rank_ref& bound) {
+  phase = stage::resolving;
+  contact_lost = bound;
+  return drop_sources();
+}
+
+std::vector<prefill_rank_actor> prefill_peer::drop_sources() {
+  std::vector<prefill_rank_actor> dropped;
+  for (auto& [rank, handle] : handles)
+    dropped.push_back(handle);
+  handles.clear();
+  accepted.clear();
+  sources.clear();
+  ++round;  // a handshake under way is void
+  in_flight = false;
+  attempts = 0;
+  return dropped;
 }
 
 bool prefill_peer::arm_probe() {

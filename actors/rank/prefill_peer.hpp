@@ -33,6 +33,7 @@ struct prefill_peer {
     probe,  ///< it is down: probe again later (arm_probe)
     again,  ///< rooms wait for it: look it up again after backoff()
     idle,   ///< nobody waits: the next room looks it up again
+    down,   ///< contact with it was lost and it cannot be reached: it is down (go_down)
   };
 
   /// What a complete topology of the instance means for this decode rank.
@@ -70,6 +71,9 @@ struct prefill_peer {
   std::string last_error;
   uint32_t attempts = 0;
   bool in_flight = false;  ///< a lookup or handshake is running
+  /// Contact with it was lost (lose_contact): which rank of it this rank was
+  /// bound to, until a handshake brings it back or it goes down.
+  std::optional<rank_ref> contact_lost;
 
   /// True while callbacks of handshake `r` still matter.
   bool current(uint64_t r) const { return round == r; }
@@ -97,6 +101,13 @@ struct prefill_peer {
   /// need it.
   retry fail(std::string error, bool rooms_waiting);
 
+  /// A verdict says contact with it was lost (the room bound to `bound`):
+  /// its handles here may be of a dead incarnation, so it is looked up again
+  /// (resolving). A lookup or handshake that fails then means it is down
+  /// (fail() says retry::down), as a down_msg of `bound` would have said.
+  /// The handles to stop monitoring.
+  std::vector<prefill_rank_actor> lose_contact(const rank_ref& bound);
+
   /// It cannot serve rooms now: new ones fail with `cause` (a departure's
   /// words, instance_dead, stay once known). `survivors`: its ranks still
   /// there, if known.
@@ -114,6 +125,11 @@ struct prefill_peer {
   /// Whether the sources are still those a room bound to `bound` (its first
   /// source) was bound to: no lookup since found another incarnation.
   bool same_sources(const rank_ref& bound) const;
+
+ private:
+  /// Forgets the sources and their handles (returned, to stop monitoring)
+  /// and voids a handshake under way.
+  std::vector<prefill_rank_actor> drop_sources();
 };
 
 }  // namespace kvferry

@@ -7,6 +7,9 @@
 // coordinator): "at once" means with no virtual time passing.
 #include "tests/support/instance_fixture.hpp"
 
+#include "actors/common/decider_lost.hpp"
+#include "actors/rank/decode_rank.hpp"
+
 using namespace kvferry;
 using namespace kvferry::test;
 
@@ -143,4 +146,60 @@ TEST_CASE_METHOD(instance_fixture,
     CHECK(back.receivers[k].poll() == kv_poll::success);
     CHECK(decode[k].pool->holds_room(seed, 4, {8, 9}, 4));
   }
+}
+
+// A decode rank reached its source through a node whose link is what died
+// (no down_msg reaches it), and the decider's verdict of lost contact comes
+// first: the rank looks the instance up at once, and when its bootstrap
+// cannot be reached either, takes it for down, as a down_msg would have
+// said. New rooms fail at once instead of waiting out their Bootstrapping
+// deadline: which of the two a rank hears first decides nothing.
+TEST_CASE_METHOD(instance_fixture,
+                 "a verdict of lost contact, then a bootstrap that cannot be reached: new rooms "
+                 "fail at once, as after a down_msg",
+                 "[actors][fail-fast]") {
+  start(1, 1, 1, 1);
+  auto warm = open_room(1, {1, 2}, {3, 4}, 1, 1, 0);
+  sched.run();
+  REQUIRE(warm.receivers[0].poll() == kv_poll::success);
+
+  // Room 2 is under way (the prefill side waits for its scheduler's pages).
+  auto receiver = decode[0].rt->make_receiver(2, where());
+  receiver.init({5, 6}, 2);
+  prefill[0].pool->fill_room(seed, 2, {1, 2}, 2);
+  auto sender = prefill[0].rt->make_sender(2);
+  sender.init(2, 2);
+  sched.run();
+  auto d = decode[0].rt->decode();
+  auto& st = state_of<decode_rank_state>(d);
+  REQUIRE(st.rooms.at(2).has_sources());
+  auto key = st.rooms.at(2).key();
+
+  // The prefill node is gone, and this rank hears nothing of it: its rank is
+  // silent (frozen: no down_msg) and its bootstrap is dead. The decider's
+  // verdict of lost contact arrives.
+  freeze(prefill[0].rt->prefill());
+  freeze(prefill[0].rt->transfer());
+  caf::anon_send_exit(boot, caf::exit_reason::kill);
+  run_live();
+  auto lost = decider_lost(decider_ref("decode-0"));
+  caf::send_as(dec, d, room_verdict{key, kv_poll::failed, lost});
+  run_live();  // no virtual time passes
+  REQUIRE(receiver.failure());
+  CHECK(receiver.failure()->why == lost);
+  REQUIRE(st.peers.size() == 1u);
+  auto& peer = st.peers.begin()->second;
+  CHECK(peer.phase == prefill_peer::stage::down);
+
+  // A new room to it fails at once, naming the rank it was bound to.
+  auto next = decode[0].rt->make_receiver(3, where());
+  next.init({7}, 3);
+  run_live();  // no virtual time passes
+  REQUIRE(next.poll() == kv_poll::failed);
+  auto why = next.failure()->why;
+  CHECK(why.code == errc::peer_down);
+  CHECK(why.origin == rank_ref{role::prefill, "prefill-0", 3, 0, 0});
+  CHECK_THAT(why.cause, Catch::StartsWith("prefill prefill-0 tp0 pp0 went down (contact was lost, "
+                                          "and "));
+  CHECK_THAT(why.cause, Catch::Contains("cannot be reached"));
 }

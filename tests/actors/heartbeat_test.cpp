@@ -153,6 +153,31 @@ TEST_CASE_METHOD(heartbeat_fixture,
     CHECK(w.state == kv_poll::success);
 }
 
+// Every undecided room names its prefill ranks; a rank is pinged, and missed,
+// once a round however many rooms name it: a silent rank is lost after the
+// silence, not a silence divided by the rooms in flight.
+TEST_CASE_METHOD(heartbeat_fixture,
+                 "a silent rank named by many rooms is lost after the silence, not sooner",
+                 "[actors][heartbeat]") {
+  start(1, 1, 1, 1);
+  std::vector<room_handles> rooms;
+  for (uint64_t id = 50; id < 58; ++id)
+    rooms.push_back(half_sent(id));
+  auto victim = prefill[0].rt->prefill();
+  freeze(victim);
+  run_live();
+  pass(limits.silence() - 2 * limits.heartbeat);
+  for (auto& h : rooms)
+    CHECK(h.receivers[0].poll() == kv_poll::transferring);
+  pass(3 * limits.heartbeat);
+  for (auto& h : rooms) {
+    REQUIRE(h.receivers[0].poll() == kv_poll::failed);
+    CHECK(h.receivers[0].failure()->why.code == errc::heartbeat_lost);
+  }
+  thaw(victim);
+  sched.run();
+}
+
 TEST_CASE_METHOD(heartbeat_fixture, "idle: the decider pings its members - the ranks watch nothing",
                  "[actors][heartbeat]") {
   start(2, 1, 2, 1);

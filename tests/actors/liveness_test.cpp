@@ -1,5 +1,6 @@
 // Heartbeat bookkeeping, by direct calls: one ping out at a time, misses in a
-// row, lost exactly once, alive again on an answer, forgotten when unwatched.
+// row (a round late or a ping given up), lost exactly once, alive again on an answer, forgotten
+// when unwatched.
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -55,6 +56,25 @@ TEST_CASE("liveness counts misses in a row: an answer starts over and revives",
   CHECK(l.missed("a") == standing::alive);
   l.ping("a");
   CHECK(l.missed("a") == standing::newly_lost);  // and may be lost again
+}
+
+TEST_CASE("liveness: a round that finds the ping still out is a miss; a late answer still counts",
+          "[logic][heartbeat]") {
+  liveness<std::string> l{3};
+  CHECK(l.ping("a"));
+  CHECK(l.late("a") == standing::alive);
+  CHECK_FALSE(l.ping("a"));  // still out: no second ping
+  CHECK(l.late("a") == standing::alive);
+  l.answered("a");  // late, but within the silence: alive, the count starts over
+  CHECK(l.ping("a"));
+  CHECK(l.late("a") == standing::alive);
+  CHECK(l.late("a") == standing::alive);
+  CHECK(l.late("a") == standing::newly_lost);    // a whole silence without an answer
+  CHECK_FALSE(l.ping("a"));                      // its ping is still out
+  CHECK(l.missed("a") == standing::still_lost);  // then given up: it may be probed
+  CHECK(l.ping("a"));
+  l.answered("a");
+  CHECK_FALSE(l.lost("a"));
 }
 
 TEST_CASE("liveness allows at least one miss and ignores peers it does not watch",

@@ -310,6 +310,52 @@ TEST_CASE("prefill peer: going down voids the handshake and keeps a departure's 
   CHECK(peer.phase == prefill_peer::stage::ready);
 }
 
+TEST_CASE("prefill peer: after lost contact, a lookup that fails means it is down",
+          "[logic][rank]") {
+  prefill_peer peer;
+  rank_ref me{role::decode, "d", 2, 1, 0};
+  auto plan = peer.read(prefill_topology(2), me, layout(1, 2), {2, 1});
+  peer.in_flight = true;
+  auto src = plan.sources[0].rank;
+  peer.accept(src, false);
+  peer.decider_reached = true;
+  REQUIRE(peer.handshake_done());
+  peer.come_up();
+  peer.handles.emplace(src, prefill_rank_actor{});
+  peer.attempts = 2;
+
+  auto dropped = peer.lose_contact(src);
+  CHECK(dropped.size() == 1);
+  CHECK(peer.phase == prefill_peer::stage::resolving);
+  CHECK(peer.contact_lost == src);
+  CHECK_FALSE(peer.current(plan.round));
+  CHECK(peer.handles.empty());
+  CHECK(peer.sources.empty());
+  CHECK(peer.attempts == 0);
+  CHECK(peer.serves(src));  // its ranks are still known: a verdict naming them finds it
+  // With no room waiting too: it is down, not idle until the next room.
+  peer.in_flight = true;
+  CHECK(peer.fail("connection refused", false) == prefill_peer::retry::down);
+  CHECK_FALSE(peer.in_flight);
+  peer.go_down(failure{errc::peer_down, "gone", src}, std::nullopt);
+  CHECK_FALSE(peer.contact_lost);
+  CHECK(peer.fail("connection refused", true) == prefill_peer::retry::probe);
+
+  // A lookup that succeeds instead brings it back, and a later failure is
+  // the ordinary kind again.
+  prefill_peer cut;
+  cut.read(prefill_topology(2), me, layout(1, 2), {2, 1});
+  cut.lose_contact(src);
+  cut.read(prefill_topology(2), me, layout(1, 2), {2, 1});
+  cut.in_flight = true;
+  cut.accept(src, false);
+  cut.decider_reached = true;
+  REQUIRE(cut.handshake_done());
+  CHECK_FALSE(cut.come_up());  // it was never down
+  CHECK_FALSE(cut.contact_lost);
+  CHECK(cut.fail("no answer", false) == prefill_peer::retry::idle);
+}
+
 TEST_CASE("fence drains: quiet fences leave; a stuck writer is cut off once", "[logic][rank]") {
   fence_drains drains;
   auto t0 = std::chrono::steady_clock::time_point{} + 1h;
