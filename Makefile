@@ -45,6 +45,13 @@ format:
 clean:
 	rm -rf $(BUILD)
 
+# The peers of `kvferry-bench transports` (Mooncake's transfer engine, NIXL)
+# from PyPI into $(BUILD)/peers-venv: deploy/install-peers.sh. The default
+# build and tests download nothing from PyPI.
+.PHONY: peers
+peers:
+	PEERS_VENV=$(abspath $(BUILD))/peers-venv ./deploy/install-peers.sh
+
 # kvferry as SGLang's transfer backend, checked against the real SGLang 0.5.23
 # in a venv ($(BUILD)/sglang-venv; downloads sglang, torch and the packages its
 # disaggregation layer imports from PyPI, a few GB): deploy/sglang-check.sh.

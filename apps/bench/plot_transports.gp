@@ -1,6 +1,7 @@
 # Bandwidth against write size from `kvferry-bench transports --table=FILE`.
 #   gnuplot -e "data='transports.dat'; out='docs/transports.png'" apps/bench/plot_transports.gp
-# Columns: size_bytes shm memcpy tcp raw_tcp ucx_tcp ucx_posix raw_tcp_streams
+# Columns: size_bytes shm memcpy tcp raw_tcp ucx_tcp ucx_posix raw_tcp_streams mooncake_tcp
+# nixl_ucx
 # (GB/s, NaN: not measured; raw_tcp_streams: as many raw streams as the tcp backend opens).
 if (!exists("data")) data = 'transports.dat'
 if (!exists("out")) out = 'docs/transports.png'
@@ -21,4 +22,6 @@ plot data using 1:2 with linespoints lw 2 title "kvferry shm", \
      data using 1:5 with lines dt 2 lw 2 title "raw TCP stream", \
      data using 1:8 with lines dt 3 lw 2 title "raw TCP, one stream per tcp stream", \
      data using 1:6 with points pt 6 title "ucx_perftest put, tcp", \
-     data using 1:7 with points pt 8 title "ucx_perftest put, posix (cache-hot)"
+     data using 1:7 with points pt 8 title "ucx_perftest put, posix (cache-hot)", \
+     data using 1:9 with linespoints dt 4 lw 2 title "Mooncake transfer engine, tcp", \
+     data using 1:10 with linespoints dt 5 lw 2 title "NIXL, UCX over tcp"

@@ -429,14 +429,112 @@ void ucx_figures(const settings& s, const args& a, size_table& table) {
     }
 }
 
+// -- peers: Mooncake's transfer engine and NIXL, from a venv (make peers) -----
+
+/// The interpreter of the peers' venv: --peers-python, $KVFERRY_PEERS_PYTHON,
+/// or the venv `make peers` makes in the build directory.
+std::string peers_python(const args& a) {
+  if (a.has("peers-python"))
+    return a.get("peers-python", std::string{});
+  if (const char* env = std::getenv("KVFERRY_PEERS_PYTHON"); env && *env)
+    return env;
+  return std::string{KVFERRY_PEERS_VENV} + "/bin/python";
+}
+
+figure skipped_peer(const std::string& engine, const std::string& why) {
+  figure f;
+  f.suite = "transports";
+  f.metric = engine + "_bandwidth_by_size";
+  f.unit = "GB/s";
+  f.notes["skipped"] = why;
+  return f;
+}
+
+/// One number of a JSON line the peer script printed (its own fixed shape:
+/// `"key": value`), or nullopt.
+std::optional<double> json_number(const std::string& line, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(line, m, std::regex{"\"" + key + "\": (-?[0-9.eE+-]+)"}))
+    return std::nullopt;
+  return std::stod(m[1]);
+}
+
+std::optional<std::string> json_text(const std::string& line, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(line, m, std::regex{"\"" + key + "\": \"([^\"]*)\""}))
+    return std::nullopt;
+  return m[1].str();
+}
+
+/// Mooncake's transfer engine (tcp) and NIXL (UCX over tcp), each through
+/// apps/bench/peer_transfer.py in the peers' venv, on the same sizes and the
+/// same KV batch, in this run: their lines as they print them, and their
+/// per-size figures into the table. Skipped, saying why, where not installed.
+/// False if a peer that is installed failed its run.
+bool peer_figures(const settings& s, const args& a, size_table& table) {
+  bool ok = true;
+  auto python = peers_python(a);
+  const std::string script = KVFERRY_PEER_SCRIPT;
+  for (std::string engine : {"mooncake_tcp", "nixl_ucx"}) {
+    if (::access(python.c_str(), X_OK) != 0) {
+      print(skipped_peer(engine, "no peers venv (" + python +
+                                     " not found): `make peers` installs Mooncake's transfer "
+                                     "engine and NIXL into one"),
+            a.json);
+      continue;
+    }
+    auto name = engine.substr(0, engine.find('_'));
+    apps::child_process peer{
+        {python, script, "--engine=" + name, "--size-bytes=" + std::to_string(s.size_bytes),
+         "--kv-bytes=" + std::to_string(s.kv_bytes), "--reps=" + std::to_string(s.reps)}};
+    int rc = peer.wait(std::chrono::minutes{15});
+    bool any = false;
+    std::stringstream lines{peer.output()};
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.rfind("{\"suite\": \"transports\"", 0) != 0)
+        continue;  // the libraries' own log lines
+      any = true;
+      auto metric = json_text(line, "metric").value_or("");
+      auto value = json_number(line, "value");
+      auto size = json_number(line, "size_bytes");
+      bool skipped = line.find("\"skipped\"") != std::string::npos;
+      if (!skipped && value && size && metric == engine + "_bandwidth_by_size")
+        table[static_cast<uint64_t>(*size)][engine] = *value;
+      if (a.json) {
+        std::cout << line << "\n";
+        continue;
+      }
+      figure f;
+      f.suite = "transports";
+      f.metric = metric;
+      f.value = value.value_or(0);
+      f.unit = "GB/s";
+      f.reps = static_cast<int>(json_number(line, "reps").value_or(0));
+      if (size)
+        f.extra["size_bytes"] = *size;
+      if (auto why = json_text(line, "skipped"))
+        f.notes["skipped"] = *why;
+      print(f, false);
+    }
+    if (!any)
+      print(skipped_peer(engine, python + " " + script + " printed no figure (exit status " +
+                                     std::to_string(rc) + ")"),
+            a.json);
+    ok = ok && rc == 0;
+  }
+  std::cout.flush();
+  return ok;
+}
+
 void write_table(const std::string& path, const size_table& table) {
   std::ofstream out{path};
-  out << "# size_bytes shm memcpy tcp raw_tcp ucx_tcp ucx_posix raw_tcp_streams (GB/s; NaN: not "
-         "measured)\n";
+  out << "# size_bytes shm memcpy tcp raw_tcp ucx_tcp ucx_posix raw_tcp_streams mooncake_tcp "
+         "nixl_ucx (GB/s; NaN: not measured)\n";
   for (auto& [size, row] : table) {
     out << size;
-    for (auto col :
-         {"shm", "memcpy", "tcp", "raw_tcp", "ucx_tcp", "ucx_posix", "raw_tcp_streams"}) {
+    for (auto col : {"shm", "memcpy", "tcp", "raw_tcp", "ucx_tcp", "ucx_posix", "raw_tcp_streams",
+                     "mooncake_tcp", "nixl_ucx"}) {
       auto i = row.find(col);
       out << " " << (i == row.end() ? std::string{"NaN"} : std::to_string(i->second));
     }
@@ -461,9 +559,10 @@ int run_transports_suite(const args& a) {
       kv_figure(backend, s, a, pool, flat, table);
   if (!a.has("no-ucx"))
     ucx_figures(s, a, table);
+  bool peers_ok = a.has("no-peers") || peer_figures(s, a, table);
   if (a.has("table"))
     write_table(a.get("table", std::string{}), table);
-  return 0;
+  return peers_ok ? 0 : 1;
 }
 
 int run_transport_sink_peer(const args& a) {
