@@ -350,10 +350,13 @@ TEST_CASE("a killed prefill node shows in the decode node's failure counters",
   }
   CHECK(named == failed);
   CHECK(d.sum("kvferry_rooms_in_flight", dec) == 0);
-  // Rooms opened once the instance was known down failed at once (how many
-  // depends on when the decode rank hears of it: its link, or the bootstrap
-  // it cannot reach once a room's deadline passes).
+  // Rooms opened once the instance was known down failed at once, whether
+  // the decode rank heard of it from its link or from the decider's verdict
+  // of lost contact first (then its bootstrap cannot be reached): none waits
+  // out its Bootstrapping deadline.
+  CHECK(d.sum("kvferry_fast_fail_total", dec) > 0);
   CHECK(d.sum("kvferry_fast_fail_total", dec) <= failed);
+  CHECK(d.sum("kvferry_room_failures_total", with(dec, "code", "bootstrap_unreachable")) == 0);
   // The decider saw the prefill rank go.
   CHECK(d.sum("kvferry_peer_up", {{"peer", "prefill-0 tp0 pp0"}}) == 0);
 
