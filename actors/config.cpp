@@ -36,7 +36,7 @@ config::config() {
       .add(limits.heartbeat, "heartbeat-interval",
            "how often the decider pings the ranks of its undecided rooms")
       .add(limits.heartbeat_misses, "heartbeat-misses",
-           "unanswered pings in a row after which a rank is declared lost")
+           "heartbeat rounds in a row without an answer after which a rank is declared lost")
       .add(log_level, "log-level", "trace, debug, info, warn, error or off");
 }
 

@@ -25,7 +25,8 @@ struct deadlines {
   std::chrono::nanoseconds verdict = std::chrono::seconds{5};
   /// The decider pings every rank of its undecided rooms this often...
   std::chrono::nanoseconds heartbeat = std::chrono::milliseconds{200};
-  /// ... and declares one lost after this many unanswered pings in a row.
+  /// ... and declares one lost after this many rounds in a row without an
+  /// answer (one ping is out at a time; a late answer still counts).
   /// SGLang's default is 5 s x 2.
   uint32_t heartbeat_misses = 5;
 

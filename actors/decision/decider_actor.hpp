@@ -79,7 +79,7 @@ struct decider_state {
 /// Spawns the decider of decode instance `instance` of tp_size x pp_size
 /// ranks; `generation` names this incarnation of the instance; `limits`
 /// gives the heartbeat (every rank of a live room is pinged, and one that
-/// misses `heartbeat_misses` pings in a row is declared lost).
+/// answers none of `heartbeat_misses` rounds in a row is declared lost).
 decider_actor::behavior_type decider(decider_actor::stateful_pointer<decider_state> self,
                                      std::string instance, uint32_t tp_size, uint32_t pp_size,
                                      uint64_t generation, deadlines limits);

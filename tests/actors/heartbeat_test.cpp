@@ -67,7 +67,7 @@ TEST_CASE_METHOD(heartbeat_fixture, "a frozen rank is declared lost by every oth
   freeze(handle);
   finish_sending(h);  // the survivors finish their part; the room waits for the frozen one
   run_live();
-  // Five pings in a row go unanswered first: nothing is decided before.
+  // Five rounds in a row pass without an answer first: nothing is decided before.
   pass(limits.silence());
   for (size_t k = 0; k < 4; ++k)
     if (k != at)
