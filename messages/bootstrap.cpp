@@ -1,9 +1,9 @@
 #include "messages/bootstrap.hpp"
 
 #include <algorithm>
-#include <cstdio>
-#include <ctime>
 #include <tuple>
+
+#include "messages/wall_clock.hpp"
 
 namespace kvferry {
 
@@ -15,13 +15,7 @@ std::string bootstrap_locator::key() const {
 }
 
 failure instance_dead(const std::string& instance, uint64_t generation, const rank_left& gone) {
-  auto secs = static_cast<std::time_t>(gone.left_at_ns / 1'000'000'000);
-  auto millis = static_cast<int>((gone.left_at_ns / 1'000'000) % 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char when[48];
-  std::snprintf(when, sizeof(when), "%04d-%02d-%02d %02d:%02d:%02d.%03d UTC", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+  auto when = utc_time(gone.left_at_ns);
   auto how = gone.orderly     ? "it shut down"
              : gone.link_lost ? "its process or its link was lost"
                               : "its actor ended";
@@ -41,6 +35,11 @@ std::optional<failure> instance_dead(const topology& t) {
                                          std::tie(b.left_at_ns, b.rank.pp, b.rank.tp);
                                 });
   return instance_dead(t.instance, t.instance_generation, *first);
+}
+
+bool departed_orderly(const topology& t) {
+  return std::all_of(t.departed.begin(), t.departed.end(),
+                     [](const rank_left& d) { return d.orderly; });
 }
 
 }  // namespace kvferry

@@ -134,4 +134,8 @@ failure instance_dead(const std::string& instance, uint64_t generation, const ra
 /// the same topology names the same one. Nullopt while `t` is not dead.
 std::optional<failure> instance_dead(const topology& t);
 
+/// True when every departure `t` records was an orderly stop (a shutdown at
+/// the end of a run: news, not a fault).
+bool departed_orderly(const topology& t);
+
 }  // namespace kvferry

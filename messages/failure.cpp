@@ -48,6 +48,8 @@ std::string to_string(errc code) {
       return "invalid_argument";
     case errc::staging_oversized:
       return "staging_oversized";
+    case errc::overloaded:
+      return "overloaded";
     case errc::peer_down:
       return "peer_down";
     case errc::heartbeat_lost:
@@ -64,6 +66,8 @@ std::string to_string(errc code) {
       return "shut_down";
     case errc::instance_dead:
       return "instance_dead";
+    case errc::instance_incomplete:
+      return "instance_incomplete";
   }
   return "errc(" + std::to_string(static_cast<int>(code)) + ")";
 }

@@ -58,6 +58,9 @@ enum class errc : uint8_t {
   invalid_argument = 13,
   /// A staged chunk does not fit the decode rank's staging ring.
   staging_oversized = 14,
+  /// A rank refused a new room because it already holds as many as it admits
+  /// at once (the cause names its limit): the room is refused, not lost.
+  overloaded = 15,
 
   // -- one peer rank ----------------------------------------------------------
 
@@ -82,6 +85,10 @@ enum class errc : uint8_t {
   /// A rank of the peer instance left and has not come back: the instance
   /// cannot serve rooms until it does (new rooms fail at once).
   instance_dead = 130,
+  /// A decode rank of the room's own instance is down (killed, lost by
+  /// heartbeats) and has not registered again: every room of the instance
+  /// needs it, so new rooms fail at once until it is back.
+  instance_incomplete = 131,
 };
 
 /// What a failure takes down.

@@ -37,6 +37,7 @@ struct rank_report {
   std::string endpoint;         ///< its data plane endpoint
   caf::strong_actor_ptr actor;  ///< its rank actor: the status actor monitors it
   uint32_t rooms = 0;           ///< rooms its scheduler will open (0: no workload)
+  uint32_t opened = 0;          ///< rooms of its share opened so far, in order
   uint32_t success = 0;
   uint32_t failed = 0;
   std::map<std::string, uint32_t> in_flight;  ///< rooms open now, by state
@@ -58,8 +59,8 @@ struct rank_report {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_report& x) {
   return f(caf::meta::type_name("kvferry.rank_report"), x.instance, x.role, x.index, x.rank, x.pid,
-           x.endpoint, x.actor, x.rooms, x.success, x.failed, x.in_flight, x.failures, x.finished,
-           x.generation, x.metrics);
+           x.endpoint, x.actor, x.rooms, x.opened, x.success, x.failed, x.in_flight, x.failures,
+           x.finished, x.generation, x.metrics);
 }
 
 /// A node process to its own status actor: a per-rank child process exited

@@ -79,6 +79,10 @@ caf::result<member_ack> on_register(self_ptr self, member_registration& reg) {
                           " x PP " + std::to_string(book.pp_size()));
   self->monitor(reg.handle);
   self->state.members.insert_or_assign({reg.rank.tp, reg.rank.pp}, reg.handle);
+  if (self->state.missing.back(book.member(reg.rank.tp, reg.rank.pp)))
+    log().info("{} {} is back: the instance takes rooms again{}", who(self),
+               to_string(book.member(reg.rank.tp, reg.rank.pp)),
+               self->state.missing.empty() ? "" : " once every missing member is");
   // It hears from this decider now: the start of its lease.
   auto& at = self->state.answered_at[book.member(reg.rank.tp, reg.rank.pp)];
   at = std::max(at, self->clock().now());
@@ -129,8 +133,17 @@ void on_join(self_ptr self, room_join& j) {
     heard = now;
   auto& r = st.book.join(j.room, j.rank, prefill, now, heard);
   // A member declared lost that joins a room is alive again.
-  if (st.beats.lost(st.book.member(j.rank.tp, j.rank.pp)))
+  if (st.beats.lost(st.book.member(j.rank.tp, j.rank.pp))) {
     st.beats.answered(st.book.member(j.rank.tp, j.rank.pp));
+    st.missing.back(st.book.member(j.rank.tp, j.rank.pp));
+  }
+  // A member is missing (down or lost, not back): the room cannot succeed,
+  // and fails at once with the one cause that names it.
+  if (!r.decision.decided())
+    if (auto* why = st.missing.cause())
+      if (!lapsed(self, r))
+        if (auto v = st.book.fail(r, *why))
+          broadcast(self, r, *v);
   // A room that names a prefill rank declared lost fails at once with
   // that cause (instead of paying its own silence); the rank is probed
   // meanwhile and taken again once it answers.

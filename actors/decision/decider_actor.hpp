@@ -23,6 +23,7 @@
 #include "actors/common/deadlines.hpp"
 #include "actors/decision/decision_book.hpp"
 #include "actors/decision/liveness.hpp"
+#include "actors/decision/missing_members.hpp"
 #include "actors/guard.hpp"
 #include "actors/metrics/decider_figures.hpp"
 #include "actors/sender_check.hpp"
@@ -47,6 +48,9 @@ struct decider_state {
     caf::actor_clock::time_point since;
   };
   std::map<rank_ref, lost_rank> lost_prefill;
+  /// Members that went down or were declared lost and are not back: while
+  /// one is missing, every room fails at once (instance_incomplete).
+  missing_members missing;
   /// Processes of prefill ranks this decider connected to (reach_peers),
   /// each once, through one endpoint per process: a second connection
   /// between two processes may make CAF 0.17 drop the first.

@@ -13,6 +13,7 @@
 #include "actors/decision/decider_steps.hpp"
 #include "actors/log.hpp"
 #include "actors/remote_lookup.hpp"
+#include "messages/wall_clock.hpp"
 
 namespace kvferry::decider_steps {
 
@@ -51,6 +52,11 @@ void missed(self_ptr self, const rank_ref& peer, bool over) {
   failure why{errc::heartbeat_lost, cause, peer};
   if (v == liveness<rank_ref>::standing::newly_lost) {
     log().warn("{} {}: declared lost", who(self), cause);
+    if (peer.side == role::decode)
+      st.missing.went(peer,
+                      "answered none of " + std::to_string(st.beats.misses()) +
+                          " heartbeats in a row (" + format_duration(st.limits.silence()) + ")",
+                      wall_ns());
     if (peer.side == role::prefill)
       if (auto h = st.prefill.find(peer); h != st.prefill.end())
         st.lost_prefill.insert_or_assign(
@@ -149,6 +155,9 @@ void heartbeat_round(self_ptr self) {
                                    to_string(r));
                       if (st.figures)
                         st.figures->standing(r, true);
+                      if (r.side == role::decode && st.missing.back(r))
+                        log().info("{} {} answers again: the instance takes rooms again", who(self),
+                                   to_string(r));
                       if (!st.beats.watching(r))
                         return;  // no longer watched
                       st.beats.answered(r);
@@ -200,6 +209,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
                                                      caf::to_string(dm.reason) + ")",
                                                  gone};
     fail_rooms_of(self, gone, why);
+    st.missing.went(gone, "went down (" + caf::to_string(dm.reason) + ")", wall_ns());
     st.members.erase(m);
     auto members = live_members(self);
     for (auto id : st.book.ids())

@@ -184,8 +184,11 @@ void verdict_overdue(Self* self, Room& room, const Decider& decider, Remind remi
   auto& st = self->state;
   auto& fsm = room.fsm();
   log().warn("{} {}", who(self), fsm.stuck_cause(room.key()));
+  // A deadline, not a peer's death: nobody is named down for a late verdict
+  // (a verdict that named a prefill rank down would make the decode ranks
+  // take its whole instance for dead).
   auto why = room.reported() ? room.reported()
-                             : failure{errc::peer_down, fsm.stuck_cause(room.key()), st.cfg.self};
+                             : failure{errc::deadline, fsm.stuck_cause(room.key()), st.cfg.self};
   if (decider && decider_alive(self, decider.address()) &&
       fsm.wait_longer() <= max_verdict_extensions) {
     remind(why);

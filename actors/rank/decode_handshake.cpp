@@ -183,7 +183,8 @@ void on_topology(self_ptr self, const std::string& key, topology topo) {
       survivors.push_back({r.rank, r.handle, r.control});
     peer.instance = topo.instance;
     auto cause = *instance_dead(topo);
-    mark_down(self, key, cause, cause, std::move(survivors));
+    mark_down(self, key, cause, cause, std::move(survivors),
+              departed_orderly(topo) ? spdlog::level::info : spdlog::level::warn);
     auto& again = st.peers.at(key);
     again.in_flight = false;
     ++again.attempts;

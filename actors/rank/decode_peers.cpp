@@ -124,7 +124,7 @@ void resolve_failed(self_ptr self, const std::string& key, std::string error) {
 /// whole again. `survivors` are its ranks still there (the room's prefill
 /// side for the decider); none keeps the ones known.
 void mark_down(self_ptr self, const std::string& key, const failure& why, failure cause,
-               std::optional<std::vector<participant>> survivors) {
+               std::optional<std::vector<participant>> survivors, spdlog::level::level_enum level) {
   auto& st = self->state;
   auto p = st.peers.find(key);
   if (p == st.peers.end())
@@ -134,8 +134,9 @@ void mark_down(self_ptr self, const std::string& key, const failure& why, failur
   if (st.cfg.board)
     st.cfg.board->set_down(key, peer.down_cause);
   if (change.fresh) {
-    log().warn("{} prefill instance {} at {} is down: new rooms to it fail at once ({})", who(self),
-               peer.instance.empty() ? key : peer.instance, key, to_string(peer.down_cause));
+    log().log(level, "{} prefill instance {} at {} is down: new rooms to it fail at once ({})",
+              who(self), peer.instance.empty() ? key : peer.instance, key,
+              to_string(peer.down_cause));
     for (auto& handle : change.dropped)
       self->demonitor(handle.address());
   }
@@ -178,7 +179,7 @@ void lose_source(self_ptr self, const rank_ref& gone, const std::string& reason,
       for (auto& r : p->second.everyone)
         if (!same_place(r.rank, gone))
           survivors.push_back(r);
-      mark_down(self, p->first, why, cause, std::move(survivors));
+      mark_down(self, p->first, why, cause, std::move(survivors), level);
       return;
     }
 }

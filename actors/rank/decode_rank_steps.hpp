@@ -98,9 +98,11 @@ void resolve_failed(self_ptr self, const std::string& key, std::string error);
 /// The prefill instance at `key` cannot serve rooms now: its live rooms here
 /// fail with `why`, new ones fail at once with `cause` until a probe finds it
 /// whole again. `survivors` are its ranks still there; none keeps the ones
-/// known.
+/// known. `level`: how loud the news is (info for an orderly stop, which a
+/// user need not look at).
 void mark_down(self_ptr self, const std::string& key, const failure& why, failure cause,
-               std::optional<std::vector<participant>> survivors = std::nullopt);
+               std::optional<std::vector<participant>> survivors = std::nullopt,
+               spdlog::level::level_enum level = spdlog::level::warn);
 
 /// A room that needs the down peer `peer`: the decider hears of it with the
 /// prefill ranks still there, and it fails at once with the peer's cause.

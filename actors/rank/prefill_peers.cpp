@@ -260,11 +260,12 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
               caf::to_string(dm.reason));
     // Lost by its link, it may live on cut off: the cause both sides of a cut
     // word alike (its decider is of its instance).
+    // Named from the rank that went, as the decider names it.
     failure why = link_lost(dm.reason) ? decider_lost(decider_ref(gone.instance))
                                        : failure{errc::peer_down,
                                                  "decode " + to_string(gone) + " went down (" +
                                                      caf::to_string(dm.reason) + ")",
-                                                 st.cfg.self};
+                                                 gone};
     for (auto& [id, room] : st.rooms)
       for (auto& d : room.destinations())
         if (d.decode_rank == gone)
@@ -355,7 +356,8 @@ void on_instance_topology(self_ptr self, topology& topo) {
     return;
   }
   if (!was)
-    log().warn("{} {}", who(self), st.instance_down->cause);
+    log().log(departed_orderly(topo) ? spdlog::level::info : spdlog::level::warn, "{} {}",
+              who(self), st.instance_down->cause);
   // Rooms bound to a decider cannot succeed: it hears why now.
   for (auto& [id, room] : st.rooms)
     if (!room.fsm().terminal() && !room.fsm().awaiting_verdict() && st.deciders.count(id))

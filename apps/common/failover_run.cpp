@@ -9,18 +9,13 @@
 #include <signal.h>
 
 #include "apps/common/child_process.hpp"
+#include "messages/wall_clock.hpp"
 
 namespace kvferry::apps {
 
 namespace {
 
 using namespace std::chrono_literals;
-
-int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 /// Reads "conclusion <instance> tpT ppP room R <state> <at_ns> <why>" lines.
 void read_conclusions(const std::string& out, failover_result& r) {
@@ -152,9 +147,19 @@ failover_result run_failover(const failover_options& o) {
   // The first prefill process hosts the bootstrap: on any free port at the
   // start, on the same port when a new incarnation replaces the instance.
   std::string port = "0";
+  // A prefill process that replaces a struck one opens the rooms decode asks
+  // for, not those its clock has passed (--follow-requests): a room decode
+  // failed at once while the instance was down is not opened there to wait
+  // alone for its deadline.
+  bool again = false;
+  auto replacing = [&](std::vector<std::string> own) {
+    if (again)
+      own.push_back("--follow-requests");
+    return argv(std::move(own));
+  };
   auto bootstrap_process = [&]() -> std::unique_ptr<child_process> {
     auto p = std::make_unique<child_process>(
-        argv({"--role=prefill", "--ranks=0", "--bootstrap-port=" + port}));
+        replacing({"--role=prefill", "--ranks=0", "--bootstrap-port=" + port}));
     auto line = p->wait_for_line(
         [](const std::string& l) { return l.find("bootstrap listening on") != std::string::npos; },
         20s);
@@ -171,7 +176,7 @@ failover_result run_failover(const failover_options& o) {
     return r;
   auto rank1 = [&] {
     return std::make_unique<child_process>(
-        argv({"--role=prefill", "--ranks=1", "--join-bootstrap", "--bootstrap-port=" + port}));
+        replacing({"--role=prefill", "--ranks=1", "--join-bootstrap", "--bootstrap-port=" + port}));
   };
   auto decode_process = [&] {
     return std::make_unique<child_process>(argv({"--role=decode", "--bootstrap-port=" + port}));
@@ -197,6 +202,7 @@ failover_result run_failover(const failover_options& o) {
   for (auto& p : struck)
     ::kill(p->pid(), o.signal);
   bool reaped = false;  // no signal to a pid that is gone (it may be reused)
+  again = true;
   if (o.restart) {
     if (o.target == fault_target::prefill_instance) {
       // The killed processes are reaped first: a new bootstrap binds the port

@@ -1,4 +1,5 @@
 #include "apps/common/scheduler_driver.hpp"
+#include "messages/wall_clock.hpp"
 
 #include <algorithm>
 #include <deque>
@@ -152,12 +153,6 @@ struct live_room {
   std::vector<bool> concluded = std::vector<bool>(handles.size());
 };
 
-int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 /// Paced arrivals: the first room whose time has not passed yet, and whether
 /// room `i`'s time has come.
 bool due(const workload& w, uint32_t i) {
@@ -245,7 +240,17 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
   row_allocator rows(std::max(1u, pool.aux_rows()));
   std::vector<live_room<handle_t>> in_flight;
   uint32_t next = first_due(w);
+  if (w.resume_at)
+    next = std::min(next, *w.resume_at);
+  std::set<uint64_t> own;  // this driver's share
+  if (w.follow_requests) {
+    // Nothing by the clock: every room of the share waits to be asked for.
+    next = w.count();
+    for (uint32_t i = 0; i < w.count(); ++i)
+      own.insert(w.room_id(i));
+  }
   r.skipped = next;
+  r.opened = next;
   auto start = clock_type::now();
   auto last_progress = start;
   auto report_progress = [&] {
@@ -255,8 +260,7 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
     r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
     w.on_progress(r);
   };
-  std::set<uint64_t> own;  // this driver's share
-  if (hooks.asked)
+  if (hooks.asked && !w.follow_requests)
     for (uint32_t i = 0; i < w.count(); ++i)
       own.insert(w.room_id(i));
   std::set<uint64_t> served;   // re-routed rooms opened here
@@ -275,7 +279,7 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
     bool progressed = false;
     if (hooks.asked)
       for (auto id : hooks.asked())
-        if (!own.count(id) && served.insert(id).second) {
+        if ((w.follow_requests || !own.count(id)) && served.insert(id).second) {
           extra.push_back(id);
           last_asked = clock_type::now();
         }
@@ -293,8 +297,13 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
       extra.pop_front();
       auto hs = open(room, *got, *row);
       in_flight.push_back({std::move(hs), room, std::move(*got), *row});
-      ++r.rooms;
-      ++r.served_for_others;
+      if (own.count(room)) {
+        --r.skipped;  // a room of the share, asked for (follow_requests)
+        ++r.opened;
+      } else {
+        ++r.rooms;
+        ++r.served_for_others;
+      }
       progressed = true;
     }
     if (w.on_progress && clock_type::now() - last_progress >= w.progress_period) {
@@ -306,6 +315,7 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
       if (hooks.skip && hooks.skip(room)) {
         ++r.rerouted;
         ++next;
+        r.opened = next;
         progressed = true;
         continue;
       }
@@ -321,6 +331,7 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
       auto hs = open(room, *got, *row);
       in_flight.push_back({std::move(hs), room, std::move(*got), *row});
       ++next;
+      r.opened = next;
       progressed = true;
     }
     for (auto i = in_flight.begin(); i != in_flight.end();) {
@@ -400,14 +411,15 @@ run_report drive_prefill(const instance_ranks& inst, const workload& w) {
   };
   auto nothing = [](uint64_t, const std::vector<uint32_t>&, uint32_t, run_report&) {};
   router_hooks hooks;
-  if (w.serve_rerouted) {
+  if (w.serve_rerouted || w.follow_requests) {
     // Not opened while the instance is dead: a router sends them elsewhere.
-    hooks.skip = [&inst](uint64_t) {
-      for (auto* rt : inst.ranks)
-        if (rt->instance_down())
-          return true;
-      return false;
-    };
+    if (w.serve_rerouted)
+      hooks.skip = [&inst](uint64_t) {
+        for (auto* rt : inst.ranks)
+          if (rt->instance_down())
+            return true;
+        return false;
+      };
     // Asked for on every rank of the instance (each one's decode peers ask it).
     hooks.asked = [&inst] {
       std::vector<uint64_t> out;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,19 @@ struct workload {
   bool serve_rerouted = false;
   int64_t serve_until_ns = 0;
   std::chrono::milliseconds serve_grace{2000};
+  /// A rank that came back (a restarted process) joins the work where its
+  /// instance is, not where the clock says: set, the first room of the share
+  /// it may open (its siblings' position: they opened every room before it).
+  /// Rooms between it and the clock's position are opened at once.
+  std::optional<uint32_t> resume_at;
+  /// Prefill, a rank that came back: rooms of its share are opened only once
+  /// a decode rank asks for them (requested_rooms), whatever the clock says.
+  /// A room the decode side gave up on while this rank was away (it failed
+  /// at once, for every rank still there) is never asked for, so it is never
+  /// opened here to wait out its Bootstrapping deadline alone. Ends as
+  /// serve_rerouted does (serve_until_ns, else serve_grace without an ask);
+  /// rooms never asked for count as skipped.
+  bool follow_requests = false;
 
   uint32_t count() const { return ids.empty() ? rooms : static_cast<uint32_t>(ids.size()); }
   uint64_t room_id(uint32_t i) const { return ids.empty() ? first_room + i : ids[i]; }
@@ -104,6 +118,9 @@ struct run_report {
   std::vector<std::string> first_errors;        ///< up to 5 full errors
   std::vector<double> latencies_us;             ///< per room, open to terminal on every rank
   uint32_t skipped = 0;                         ///< paced rooms whose time passed before the start
+  /// Rooms of the share opened so far, in order (the share's index of the
+  /// next one): where a restarted sibling resumes (workload::resume_at).
+  uint32_t opened = 0;
   /// Decode: rooms sent to another prefill instance than planned (it was
   /// down). Prefill: rooms of its share not opened while its instance was dead.
   uint32_t rerouted = 0;

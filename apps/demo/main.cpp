@@ -65,6 +65,7 @@ struct demo_config : kvferry::config {
   bool json = false;
   std::string ranks;  // empty: every rank of the role
   bool join_bootstrap = false;
+  bool follow_requests = false;
   int64_t epoch_ns = 0;
   uint32_t interval_us = 0;
   bool print_conclusions = false;
@@ -99,6 +100,9 @@ struct demo_config : kvferry::config {
         .add(staging_mib, "staging-mib",
              "MiB of each decode rank's staging ring and each prefill rank's gather buffer")
         .add(ranks, "ranks", "rank indices (tp + pp * tp-size) this process hosts, e.g. 1 or 0,1")
+        .add(follow_requests, "follow-requests",
+             "prefill, replacing a process that died: open the rooms of its share only as "
+             "decode ranks ask for them")
         .add(join_bootstrap, "join-bootstrap",
              "prefill: join the bootstrap at --bootstrap-port instead of hosting one")
         .add(epoch_ns, "epoch-ns", "paced requests: room i opens at epoch + i * interval")
@@ -119,6 +123,14 @@ workload workload_of(const demo_config& cfg) {
   w.epoch_ns = cfg.epoch_ns;
   w.interval_us = cfg.interval_us;
   w.record_conclusions = cfg.print_conclusions;
+  if (cfg.follow_requests) {
+    // A rank that came back joins the rooms decode still asks for; a room
+    // decode gave up on while it was away is never opened here to wait out
+    // its Bootstrapping deadline alone (scheduler_driver.hpp).
+    w.follow_requests = true;
+    if (cfg.interval_us > 0 && cfg.epoch_ns != 0)
+      w.serve_until_ns = cfg.epoch_ns + int64_t{cfg.rooms} * cfg.interval_us * 1000 + 3'000'000'000;
+  }
   return w;
 }
 

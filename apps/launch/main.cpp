@@ -35,6 +35,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,9 +47,11 @@
 #include "actors/log_json.hpp"
 #include "actors/tls.hpp"
 #include "apps/common/child_process.hpp"
+#include "apps/common/whole_lines.hpp"
 #include "apps/launch/cluster_file.hpp"
 #include "apps/launch/node_runner.hpp"
 #include "apps/launch/supervision.hpp"
+#include "messages/wall_clock.hpp"
 
 namespace {
 
@@ -72,6 +75,7 @@ struct launch_config : kvferry::config {
   uint16_t status_port = 0;
   uint16_t decider_port = 0;
   int32_t parent_pid = 0;
+  bool restarted = false;
 
   launch_config() {
     // No automatic connections: two processes that learn of each other
@@ -101,6 +105,9 @@ struct launch_config : kvferry::config {
         .add(rank, "rank", "internal (per-rank children): host rank INSTANCE/INDEX only")
         .add(status_port, "status-port", "internal (per-rank children): the node's status port")
         .add(decider_port, "decider-port", "internal (per-rank children): the decider's port")
+        .add(restarted, "restarted",
+             "internal: this process replaces one that crashed; its drivers join the work "
+             "where its instance is")
         .add(parent_pid, "parent-pid",
              "internal: with --exit-with-parent, the parent that must still be alive")
         .add(local_timeout_s, "local-timeout", "--local: seconds before the nodes are killed")
@@ -152,20 +159,18 @@ void print_summary(const cluster_spec& c) {
 }
 
 /// Prints a child's output, each line prefixed with its node.
+/// Each line whole (one write): a node's line never lands inside another's.
 void print_output(const std::string& node, const std::string& text) {
+  std::string lines;
   size_t at = 0;
   while (at < text.size()) {
     auto nl = text.find('\n', at);
     auto end = nl == std::string::npos ? text.size() : nl;
-    std::cout << kvferry::relayed_line(node, std::string_view{text}.substr(at, end - at)) << "\n";
+    lines += kvferry::relayed_line(node, std::string_view{text}.substr(at, end - at)) + "\n";
     at = end + 1;
   }
-}
-
-int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  std::cout.flush();
+  apps::say(lines);
 }
 
 /// --local: one child per node, the nodes that host a prefill instance first
@@ -183,8 +188,11 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
     restart_tracker restarts;
     std::optional<std::chrono::steady_clock::time_point> restart_at;
 
-    void spawn() {
-      proc = std::make_unique<apps::child_process>(argv);
+    void spawn(bool again = false) {
+      auto args = argv;
+      if (again)
+        args.push_back("--restarted");
+      proc = std::make_unique<apps::child_process>(args);
       printed = 0;
       restarts.started = std::chrono::steady_clock::now();
       restart_at.reset();
@@ -279,7 +287,7 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
           ch.done = true;
           --left;
         } else if (std::chrono::steady_clock::now() >= *ch.restart_at) {
-          ch.spawn();
+          ch.spawn(true);
         }
         continue;
       }
@@ -295,15 +303,15 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
           ch.proc->output().find(done_line("node " + ch.node->name)) != std::string::npos;
       auto delay = !late && crashed(ch.rc, finished) ? ch.restarts.next() : std::nullopt;
       if (delay) {
-        std::cout << "kvferry-launch: node " << ch.node->name << " exited (" << exit_reason(ch.rc)
-                  << "); " << ch.restarts.what(*delay) << std::endl;
+        apps::say("kvferry-launch: node " + ch.node->name + " exited (" + exit_reason(ch.rc) +
+                  "); " + ch.restarts.what(*delay));
         ch.restart_at = std::chrono::steady_clock::now() + *delay;
         continue;
       }
       if (!late && crashed(ch.rc, finished) && ch.restarts.policy.on())
-        std::cout << "kvferry-launch: node " << ch.node->name << " exited (" << exit_reason(ch.rc)
-                  << "); not restarted: restart_limit " << ch.restarts.policy.limit << " reached"
-                  << std::endl;
+        apps::say("kvferry-launch: node " + ch.node->name + " exited (" + exit_reason(ch.rc) +
+                  "); not restarted: restart_limit " + std::to_string(ch.restarts.policy.limit) +
+                  " reached");
       ch.done = true;
       --left;
     }
@@ -311,22 +319,24 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
       std::this_thread::sleep_for(std::chrono::milliseconds{20});
   }
   int bad = 0;
-  std::cout << "kvferry-launch: ";
+  std::ostringstream summary;
+  summary << "kvferry-launch: ";
   for (auto& ch : children) {
-    std::cout << "node " << ch.node->name << " "
-              << (ch.rc == 0  ? "ok"
-                  : ch.rc < 0 ? "killed (timeout)"
-                              : "failed")
-              << " (exit " << ch.rc;
+    summary << "node " << ch.node->name << " "
+            << (ch.rc == 0  ? "ok"
+                : ch.rc < 0 ? "killed (timeout)"
+                            : "failed")
+            << " (exit " << ch.rc;
     if (ch.restarts.restarts > 0)
-      std::cout << ", " << ch.restarts.restarts
-                << (ch.restarts.restarts == 1 ? " restart" : " restarts");
-    std::cout << "), ";
+      summary << ", " << ch.restarts.restarts
+              << (ch.restarts.restarts == 1 ? " restart" : " restarts");
+    summary << "), ";
     bad += ch.rc != 0;
   }
   if (failed)
     bad += static_cast<int>(c.nodes.size() - children.size());
-  std::cout << c.nodes.size() << " nodes, " << bad << " failed" << std::endl;
+  summary << c.nodes.size() << " nodes, " << bad << " failed";
+  apps::say(summary.str());
   return bad == 0 && !failed ? 0 : 1;
 }
 
@@ -439,6 +449,7 @@ int main(int argc, char** argv) {
   opts.rank = cfg.rank;
   opts.parent_status_port = cfg.status_port;
   opts.decider_port = cfg.decider_port;
+  opts.restarted = cfg.restarted;
   opts.exe = self_path();
   opts.cluster_path = cfg.cluster;
   opts.log_level = cfg.log_level;

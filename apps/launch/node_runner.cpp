@@ -4,6 +4,7 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -29,23 +30,19 @@
 #include "apps/common/host_pool.hpp"
 #include "apps/common/hosted_ranks.hpp"
 #include "apps/common/scheduler_driver.hpp"
+#include "apps/common/whole_lines.hpp"
 #include "apps/launch/http_endpoint.hpp"
 #include "apps/launch/node_metrics.hpp"
 #include "apps/launch/status_actor.hpp"
 #include "apps/launch/supervision.hpp"
 #include "messages/type_ids.hpp"
+#include "messages/wall_clock.hpp"
 
 namespace kvferry::launch {
 
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string at(const cluster_spec& c, uint32_t line) {
   return c.file + ":" + std::to_string(line) + ": ";
@@ -75,11 +72,17 @@ struct running_instance {
   }
 };
 
-/// Serializes the lines the drivers' threads print.
+/// The lines the drivers' threads print: each line whole (one write), so
+/// that neither another thread's line nor a log line lands inside it.
 struct printer {
   std::ostream& out;
-  std::mutex mu;
   void line(const std::string& text) {
+    if (&out == &std::cout) {
+      out.flush();
+      apps::say(text);
+      return;
+    }
+    static std::mutex mu;  // another stream (a test's): serialized, as one text
     std::lock_guard<std::mutex> guard{mu};
     out << text << std::endl;
   }
@@ -240,6 +243,7 @@ void report_to(const status_actor& status, const running_instance& inst, const a
     rep.generation = generation_of(rt);
     rep.metrics = figures;
     if (r) {
+      rep.opened = r->opened;
       rep.success = r->success;
       rep.failed = r->failed;
       rep.in_flight = r->now;
@@ -273,6 +277,42 @@ std::string progress_line(const std::string& name, const apps::run_report& r) {
   return os.str();
 }
 
+/// A restarted process joins the work where its instance is, not where the
+/// clock says (the clock runs ahead of an instance that waits for its peers):
+/// a prefill rank opens the rooms of its share as decode ranks ask for them,
+/// so that no room decode gave up on while it was away waits here alone; a
+/// decode rank resumes at the first room its siblings had not opened (their
+/// latest reports to the node's status actor), so that it opens every room
+/// they open from now on, and the rooms they opened while it was away failed
+/// at once (instance_incomplete) for everyone.
+void rejoin_where_instance_is(const cluster_spec& c, const running_instance& inst,
+                              const status_actor& status, apps::workload& w) {
+  auto& ws = *c.workload;
+  if (inst.spec->role == instance_role::prefill) {
+    w.follow_requests = true;
+    if (ws.requests_per_second > 0)
+      w.serve_until_ns = std::max(
+          w.serve_until_ns,
+          w.epoch_ns + static_cast<int64_t>(ws.requests) * w.interval_us * 1000 + 3'000'000'000);
+    return;
+  }
+  if (!status || inst.indices.size() != 1)
+    return;  // a whole node restarted: a new incarnation, by the clock
+  caf::scoped_actor self{status.home_system()};
+  std::optional<uint32_t> at;
+  self->request(status, std::chrono::seconds{2}, status_atom_v)
+      .receive(
+          [&](const node_status& ns) {
+            for (auto& h : ns.ranks)
+              if (h.last.instance == inst.spec->name && h.last.index != inst.indices.front() &&
+                  h.up)
+                at = std::max(at.value_or(0), h.last.opened);
+          },
+          [](const caf::error&) {});
+  if (at)
+    w.resume_at = *at;
+}
+
 /// Drives the workload's rooms of `inst` on the ranks this process hosts.
 void drive(const cluster_spec& c, const node_options& opts, int64_t epoch, running_instance& inst,
            const status_actor& status, printer& p) {
@@ -293,6 +333,8 @@ void drive(const cluster_spec& c, const node_options& opts, int64_t epoch, runni
     w.epoch_ns = epoch != 0 ? epoch : wall_ns() + 100'000'000;
   }
   w.record_conclusions = opts.print_conclusions;
+  if (opts.restarted)
+    rejoin_where_instance_is(c, inst, status, w);
   auto last_line = clock_type::now();
   auto name = inst.spec->name;
   if (!opts.rank.empty())
@@ -386,9 +428,13 @@ void relay(rank_child& ch, printer& p, bool all) {
   ch.printed = std::max(ch.printed, end);
 }
 
-/// (Re)starts the process of `ch` with its argv.
-void spawn(rank_child& ch) {
-  ch.proc = std::make_unique<apps::child_process>(ch.argv);
+/// (Re)starts the process of `ch` with its argv (`again`: a restart, which
+/// joins the work where its instance is).
+void spawn(rank_child& ch, bool again = false) {
+  auto args = ch.argv;
+  if (again)
+    args.push_back("--restarted");
+  ch.proc = std::make_unique<apps::child_process>(args);
   ch.printed = 0;
   ch.restarts.started = clock_type::now();
   ch.restart_at.reset();
@@ -487,7 +533,7 @@ int supervise_children(std::vector<rank_child>& children, bool serving, const st
       ++left;
       if (ch.restart_at) {
         if (clock_type::now() >= *ch.restart_at)
-          spawn(ch);
+          spawn(ch, true);
         continue;
       }
       ch.proc->wait_for_line([](const std::string&) { return false; },
@@ -616,7 +662,7 @@ int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& n
         << known << "\n";
     return 2;
   }
-  printer p{out, {}};
+  printer p{out};
   if (!opts.rank.empty())
     return run_rank_child(sys, c, *n, opts, p, err);
   auto mode = opts.processes.value_or(c.processes_of(*n));

@@ -43,6 +43,10 @@ struct node_options {
   std::string rank;
   uint16_t parent_status_port = 0;
   uint16_t decider_port = 0;
+  /// This process replaces one that crashed (its supervisor's restart): its
+  /// drivers join the work where the instance is (workload::resume_at,
+  /// workload::follow_requests), not where the clock says.
+  bool restarted = false;
   /// For starting children: this binary, the file as given, the log level
   /// and format.
   std::string exe;

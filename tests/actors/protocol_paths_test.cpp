@@ -556,8 +556,11 @@ TEST_CASE_METHOD(paths_fixture, "protocol path: loss of a decode rank",
   expect((caf::down_msg), from(d(0)).to(boot));
   expect((caf::down_msg), from(d(0)).to(dec));
   expect_failed_verdict(p(0), errc::peer_down, cause, dr(0));
+  // The report names the rank that went (not the prefill rank that saw it
+  // go): a verdict naming a prefill rank down makes the decode ranks take its
+  // whole instance for dead.
   auto report = next<room_failure>(dec);
-  check_failure(report.why, errc::peer_down, cause, pr(0));
+  check_failure(report.why, errc::peer_down, cause, dr(0));
   expect((room_failure), from(p(0)).to(dec));
   disallow((room_verdict), from(dec).to(p(0)));
   // No write after the verdict.

@@ -174,6 +174,14 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
     prefill[index] = make(role::prefill, t, tp, s, pp, index);
   }
 
+  /// A new process for decode rank `index` (tp + pp * tp size), killed
+  /// before: it registers with the same decider again.
+  void replace_decode_rank(size_t index, uint32_t tp, uint32_t pp) {
+    auto t = static_cast<uint32_t>(index % tp);
+    auto s = static_cast<uint32_t>(index / tp);
+    decode[index] = make(role::decode, t, tp, s, pp, index);
+  }
+
   /// Opens room `id` on every rank, sends its pages in chunks of `chunk`
   /// (0: one chunk); the prefill pools get the room's pattern first.
   struct room_handles {
