@@ -37,6 +37,8 @@ config::config() {
            "how often the decider pings the ranks of its undecided rooms")
       .add(limits.heartbeat_misses, "heartbeat-misses",
            "heartbeat rounds in a row without an answer after which a rank is declared lost")
+      .add(limits.max_rooms, "max-rooms",
+           "rooms a decode instance holds undecided at once; one more fails at once (overloaded)")
       .add(log_level, "log-level", "trace, debug, info, warn, error or off");
 }
 

@@ -10,6 +10,9 @@
 #   deploy/netns-cluster.sh up FILE         create the namespaces, start the nodes
 #   deploy/netns-cluster.sh status FILE     kvferry-ctl status, from the hub
 #   deploy/netns-cluster.sh kill FILE NODE  kill -9 one node (its rank children die with it)
+#   deploy/netns-cluster.sh cut FILE NODE   cut one node's link (its veth down: packets
+#                                           vanish, no connection is reset)
+#   deploy/netns-cluster.sh heal FILE NODE  bring a cut link back up
 #   deploy/netns-cluster.sh wait FILE       until every node process has exited
 #   deploy/netns-cluster.sh down FILE       stop the nodes, delete the namespaces
 #
@@ -53,7 +56,10 @@ cmd=$1
 file=$2
 shift 2
 node_arg=""
-if [[ $cmd == kill ]]; then node_arg=${1:?kill needs a node name}; shift; fi
+if [[ $cmd == kill || $cmd == cut || $cmd == heal ]]; then
+  node_arg=${1:?$cmd needs a node name}
+  shift
+fi
 [[ ${1:-} == -- ]] && shift
 extra=("$@")
 launch="$bin/kvferry-launch"
@@ -311,6 +317,15 @@ case $cmd in
     [[ -f $state/$node_arg.pid ]] || die "no node $node_arg running"
     kill -KILL "$(pid_of "$state/$node_arg.pid")"
     echo "netns-cluster: killed node $node_arg" ;;
+  cut | heal)
+    plain_name "$node_arg" || die "'$node_arg' is not a node name"
+    find_state || die "no cluster with prefix $prefix is up"
+    line=$(grep -n "^$node_arg " "$state/nodes" | cut -d: -f1)
+    [[ -n $line ]] || die "no node $node_arg in this cluster"
+    ns=$(sed -n "${line}p" "$state/nodes" | cut -d' ' -f2)
+    if [[ $cmd == cut ]]; then updown=down; else updown=up; fi
+    ip -n "$ns" link set "${prefix}${line}n" "$updown"
+    echo "netns-cluster: link of node $node_arg $updown" ;;
   status) ip netns exec "$prefix-hub" "$ctl" --cluster="$file" status ;;
   run)
     trap end_run EXIT
@@ -327,5 +342,5 @@ case $cmd in
     done < "$state/nodes"
     logs_printed=1
     exit $rc ;;
-  *) die "unknown command $cmd; expected run, up, status, kill, wait or down" ;;
+  *) die "unknown command $cmd; expected run, up, status, kill, cut, heal, wait or down" ;;
 esac

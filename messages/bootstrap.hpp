@@ -11,6 +11,7 @@
 #include "messages/handles.hpp"
 #include "messages/ids.hpp"
 #include "messages/layout.hpp"
+#include "messages/life.hpp"
 
 namespace kvferry {
 
@@ -47,6 +48,9 @@ struct rank_registration {
   /// This rank's own incarnation (drawn when it starts): a restarted rank
   /// process registers again under the same (tp, pp) with a newer one.
   uint64_t rank_generation = 0;
+  /// Its process's life token: a bootstrap on the same host hears of the
+  /// process's death within a millisecond (messages/life.hpp).
+  life_token_ref life;
 
   friend bool operator==(const rank_registration&, const rank_registration&) = default;
 };
@@ -54,7 +58,7 @@ struct rank_registration {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_registration& x) {
   return f(caf::meta::type_name("kvferry.rank_registration"), x.rank, x.handle, x.data_endpoint,
-           x.layout, x.tp_size, x.pp_size, x.control, x.rank_generation);
+           x.layout, x.tp_size, x.pp_size, x.control, x.rank_generation, x.life);
 }
 
 /// Accepted: the name and generation of the instance incarnation this rank belongs to.

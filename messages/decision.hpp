@@ -20,6 +20,7 @@
 #include "messages/failure.hpp"
 #include "messages/handles.hpp"
 #include "messages/ids.hpp"
+#include "messages/life.hpp"
 
 namespace kvferry {
 
@@ -44,6 +45,9 @@ struct member_registration {
   decode_rank_actor handle;
   uint32_t tp_size = 1;
   uint32_t pp_size = 1;
+  /// Its process's life token: a decider on the same host hears of the
+  /// process's death within a millisecond (messages/life.hpp).
+  life_token_ref life;
 
   friend bool operator==(const member_registration&, const member_registration&) = default;
 };
@@ -51,7 +55,7 @@ struct member_registration {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, member_registration& x) {
   return f(caf::meta::type_name("kvferry.member_registration"), x.rank, x.handle, x.tp_size,
-           x.pp_size);
+           x.pp_size, x.life);
 }
 
 /// Accepted: the decode instance's name and the generation of its incarnation.

@@ -93,6 +93,7 @@ struct staging_watermark;
 struct staging_room;
 struct staging_close;
 struct chunk_scattered;
+struct life_ended;  // in-process only (messages/life.hpp)
 
 // -- interfaces ---------------------------------------------------------------
 
@@ -101,7 +102,9 @@ using bootstrap_actor = caf::typed_actor<
     // A prefill rank joins; the reply carries the instance generation.
     caf::replies_to<rank_registration>::with<registration_ack>,
     // A decode rank asks who serves the instance.
-    caf::replies_to<topology_atom>::with<topology>>;
+    caf::replies_to<topology_atom>::with<topology>,
+    // Its own watch threads: a registered rank's process died (life token).
+    caf::reacts_to<life_ended>>;
 
 /// A decode rank, as its scheduler, its prefill peers and its decider see it.
 using decode_rank_actor = caf::typed_actor<
@@ -141,7 +144,9 @@ using decider_actor = caf::typed_actor<
     caf::replies_to<reach_peers>::with<reach_peers>,
     // own timers: the heartbeat round, the expiry of decided rooms that some
     // member never joined
-    caf::reacts_to<heartbeat_tick_atom>, caf::reacts_to<expire_atom>>;
+    caf::reacts_to<heartbeat_tick_atom>, caf::reacts_to<expire_atom>,
+    // its own watch threads: a member's process died (life token)
+    caf::reacts_to<life_ended>>;
 
 /// A prefill rank, as its scheduler, its decode peers and its transfer actor see it.
 using prefill_rank_actor = caf::typed_actor<

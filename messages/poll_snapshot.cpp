@@ -1,5 +1,7 @@
 #include "messages/poll_snapshot.hpp"
 
+#include "messages/wall_clock.hpp"
+
 namespace kvferry {
 
 std::optional<transfer_error> room_slot::error() const {
@@ -19,6 +21,8 @@ bool room_slot::advance(kv_poll to) {
     return false;
   auto cur = state_.load(std::memory_order_acquire);
   auto want = static_cast<uint8_t>(to);
+  if (is_terminal(to) && !is_terminal(static_cast<kv_poll>(cur)))
+    concluded_at_.store(wall_ns(), std::memory_order_release);  // one writer: the rank actor
   for (;;) {
     if (is_terminal(static_cast<kv_poll>(cur)) || cur >= want)
       return false;
@@ -33,6 +37,7 @@ bool room_slot::fail(const room_key& room, failure why) {
   if (is_terminal(cur))
     return false;
   error_ = transfer_error{room, std::move(why)};
+  concluded_at_.store(wall_ns(), std::memory_order_release);
   state_.store(static_cast<uint8_t>(kv_poll::failed), std::memory_order_release);
   return true;
 }

@@ -54,6 +54,13 @@ class room_slot {
   /// True when the slot's rank actor is gone.
   bool orphaned() const noexcept { return watched_ && owner_alive_.expired(); }
 
+  /// When the rank concluded the room (ns since the Unix epoch, written
+  /// before the terminal state is published); 0 before, or when the slot
+  /// reads Failed only because its rank actor is gone.
+  int64_t concluded_at_ns() const noexcept {
+    return is_terminal(published()) ? concluded_at_.load(std::memory_order_acquire) : 0;
+  }
+
   /// True once the room's pages may be reused: it concluded and no write
   /// into them (decode) or out of them (prefill) can still happen.
   bool released() const noexcept { return released_.load(std::memory_order_acquire); }
@@ -82,6 +89,7 @@ class room_slot {
   bool watched_ = false;
   std::atomic<uint8_t> state_{static_cast<uint8_t>(kv_poll::bootstrapping)};
   std::atomic<bool> released_{false};
+  std::atomic<int64_t> concluded_at_{0};
   mutable std::mutex mu_;  // guards error_
   std::optional<transfer_error> error_;
 };

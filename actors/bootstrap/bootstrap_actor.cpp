@@ -1,24 +1,23 @@
 #include "actors/bootstrap/bootstrap_actor.hpp"
 
 #include <chrono>
+#include <vector>
+
+#include <caf/send.hpp>
 
 #include "actors/gateway/peer_names.hpp"
 #include "actors/guard.hpp"
 #include "actors/log.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/failure.hpp"
+#include "messages/life.hpp"
+#include "messages/wall_clock.hpp"
 
 namespace kvferry {
 
 namespace {
 
 using self_ptr = bootstrap_actor::stateful_pointer<bootstrap_state>;
-
-int64_t wall_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 /// An exception escaped a handler. The bootstrap holds no room: the request
 /// that hit it gets the failure back (a decode rank fails the rooms waiting
@@ -37,6 +36,44 @@ void tell_members(self_ptr self) {
   auto topo = self->state.dir.snapshot();
   for (auto& [addr, m] : self->state.by_actor)
     self->send(m.handle, topo);
+}
+
+/// The rank registered under `addr` left (its actor ended, its link dropped,
+/// or its process died): the departure is recorded, the decode ranks that
+/// looked the instance up hear of it at once, and so do the ranks here.
+void leave(self_ptr self, const caf::actor_addr& addr, const std::string& reason, bool orderly,
+           bool link) {
+  auto& st = self->state;
+  auto i = st.by_actor.find(addr);
+  if (i == st.by_actor.end())
+    return;
+  log().log(orderly ? spdlog::level::info : spdlog::level::warn,
+            "[bootstrap {}] {} left ({}): the instance serves no room until it is back",
+            st.dir.instance(), to_string(i->second.rank), reason);
+  if (!i->second.life.empty())
+    st.lives.forget(i->second.life);
+  rank_left note{i->second.rank, reason, orderly, link, wall_ns(), {}};
+  auto recorded = st.dir.depart(std::move(note));
+  st.by_actor.erase(i);
+  if (!recorded)
+    return;
+  for (auto& [a, watcher] : st.watchers)
+    self->send(watcher, *recorded);
+  tell_members(self);
+}
+
+/// Watches the life token of a rank registered from another process on
+/// this host: its death is known before its connection drops.
+void watch_life(self_ptr self, bootstrap_state::member& m, const life_token_ref& life) {
+  if (life.empty())
+    return;
+  caf::weak_actor_ptr weak = self->ctrl();
+  auto name = life.name;
+  if (self->state.lives.watch(life, [weak, name](bool died) {
+        if (auto strong = weak.lock())
+          caf::anon_send(caf::actor_cast<bootstrap_actor>(strong), life_ended{name, died});
+      }))
+    m.life = life.name;
 }
 
 }  // namespace
@@ -65,26 +102,8 @@ bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bo
   self->set_down_handler(guard(self, on_exception, [self](caf::down_msg& dm) {
     if (self->state.watchers.erase(dm.source) > 0)
       return;
-    auto i = self->state.by_actor.find(dm.source);
-    if (i == self->state.by_actor.end())
-      return;
-    auto level =
-        dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn;
-    log().log(level, "[bootstrap {}] {} left ({}): the instance serves no room until it is back",
-              self->state.dir.instance(), to_string(i->second.rank), caf::to_string(dm.reason));
-    rank_left note{i->second.rank,
-                   caf::to_string(dm.reason),
-                   dm.reason == caf::exit_reason::user_shutdown,
-                   link_lost(dm.reason),
-                   wall_clock_ns(),
-                   {}};
-    auto recorded = self->state.dir.depart(std::move(note));
-    self->state.by_actor.erase(i);
-    if (!recorded)
-      return;
-    for (auto& [addr, watcher] : self->state.watchers)
-      self->send(watcher, *recorded);
-    tell_members(self);
+    leave(self, dm.source, caf::to_string(dm.reason), dm.reason == caf::exit_reason::user_shutdown,
+          link_lost(dm.reason));
   }));
   return guarded<bootstrap_actor::behavior_type>(
       self, on_exception,
@@ -99,6 +118,7 @@ bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bo
         }
         auto handle = reg.handle;
         auto rank = reg.rank;
+        auto life = reg.life;
         if (auto bad = self->state.dir.add(std::move(reg))) {
           log().error("[bootstrap {}] refused {}: {}", self->state.dir.instance(), to_string(rank),
                       *bad);
@@ -108,13 +128,17 @@ bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bo
         rank.instance_generation = self->state.dir.generation();
         // A re-registration replaces the old handle of the same (tp, pp).
         for (auto i = self->state.by_actor.begin(); i != self->state.by_actor.end();) {
-          if (i->second.rank.tp == rank.tp && i->second.rank.pp == rank.pp)
+          if (i->second.rank.tp == rank.tp && i->second.rank.pp == rank.pp) {
+            if (!i->second.life.empty())
+              self->state.lives.forget(i->second.life);
             i = self->state.by_actor.erase(i);
-          else
+          } else {
             ++i;
+          }
         }
-        self->state.by_actor.insert_or_assign(handle.address(),
-                                              bootstrap_state::member{rank, handle});
+        auto& m = self->state.by_actor[handle.address()];
+        m = bootstrap_state::member{rank, handle, {}};
+        watch_life(self, m, life);
         self->monitor(handle);
         log().info("[bootstrap {}] {} registered ({} of the instance)", self->state.dir.instance(),
                    to_string(rank), self->state.dir.size());
@@ -134,6 +158,19 @@ bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bo
             self->monitor(w);
         }
         return self->state.dir.snapshot();
+      },
+      [self](life_ended& e) {
+        // A registered rank's process died: it left, as its down_msg will
+        // say once its connection drops (after the kernel tore the process
+        // down). A process that ended in order says so by its down_msg.
+        if (!e.died)
+          return;
+        std::vector<caf::actor_addr> gone;
+        for (auto& [addr, m] : self->state.by_actor)
+          if (m.life == e.name)
+            gone.push_back(addr);
+        for (auto& addr : gone)
+          leave(self, addr, "its process died, seen by its life token", false, true);
       });
 }
 

@@ -12,6 +12,7 @@
 
 #include "actors/bootstrap/directory.hpp"
 #include "actors/guard.hpp"
+#include "actors/process/life_token.hpp"
 #include "messages/handles.hpp"
 
 namespace kvferry {
@@ -24,6 +25,7 @@ struct bootstrap_state {
   struct member {
     rank_ref rank;
     prefill_rank_actor handle;
+    std::string life;  ///< its process's life token, when watched from here
   };
   std::map<caf::actor_addr, member> by_actor;  // registered handles → their rank
   /// Decode ranks that asked for the topology: told when a rank leaves.
@@ -31,6 +33,9 @@ struct bootstrap_state {
   /// Under TLS, the node whose processes may register ranks (its
   /// certificate's CN, proven at the gateway); empty: any.
   std::string node;
+  /// The life tokens of registered ranks' processes on this host: a death
+  /// is known within a millisecond (actors/process/life_token.hpp).
+  life_watch lives;
   /// Run first inside the guard of every handler (actors/guard.hpp).
   handler_hook before_handler;
 };

@@ -29,6 +29,11 @@ struct deadlines {
   /// answer (one ping is out at a time; a late answer still counts).
   /// SGLang's default is 5 s x 2.
   uint32_t heartbeat_misses = 5;
+  /// Admission: the most rooms a decode instance's decider holds undecided
+  /// at once; a room opened beyond it fails at once on every rank with
+  /// `overloaded` (its limit in the cause) instead of queueing behind the
+  /// others until their heartbeats and deadlines run out.
+  uint32_t max_rooms = 4096;
 
   /// How long silence lasts before the decider declares a rank lost (it
   /// notices within one more heartbeat).
@@ -65,6 +70,8 @@ inline std::optional<std::string> validate(const deadlines& d) {
       return bad;
   if (d.heartbeat_misses == 0)
     return std::string{"heartbeat-misses = 0, expected at least 1"};
+  if (d.max_rooms == 0)
+    return std::string{"max-rooms = 0, expected at least 1"};
   return std::nullopt;
 }
 

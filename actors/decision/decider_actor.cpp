@@ -15,6 +15,7 @@
 #include "actors/decision/decider_steps.hpp"
 #include "actors/gateway/peer_names.hpp"
 #include "actors/log.hpp"
+#include "messages/life.hpp"
 
 namespace kvferry {
 
@@ -58,6 +59,25 @@ bool from_participant(self_ptr self, const rank_ref* rank, std::string_view what
   return false;
 }
 
+/// Watches the life token of member (tp, pp) when its process is another
+/// on this host: its death is known before its connection drops.
+void watch_life(self_ptr self, std::pair<uint32_t, uint32_t> place, const life_token_ref& life) {
+  auto& st = self->state;
+  if (auto l = st.member_life.find(place); l != st.member_life.end()) {
+    st.lives.forget(l->second);  // the incarnation it replaces
+    st.member_life.erase(l);
+  }
+  if (life.empty())
+    return;
+  caf::weak_actor_ptr weak = self->ctrl();
+  auto name = life.name;
+  if (st.lives.watch(life, [weak, name](bool died) {
+        if (auto strong = weak.lock())
+          caf::anon_send(caf::actor_cast<decider_actor>(strong), life_ended{name, died});
+      }))
+    st.member_life[place] = life.name;
+}
+
 /// A decode rank of this instance registers as a member.
 caf::result<member_ack> on_register(self_ptr self, member_registration& reg) {
   auto& book = self->state.book;
@@ -79,6 +99,7 @@ caf::result<member_ack> on_register(self_ptr self, member_registration& reg) {
                           " x PP " + std::to_string(book.pp_size()));
   self->monitor(reg.handle);
   self->state.members.insert_or_assign({reg.rank.tp, reg.rank.pp}, reg.handle);
+  watch_life(self, {reg.rank.tp, reg.rank.pp}, reg.life);
   if (self->state.missing.back(book.member(reg.rank.tp, reg.rank.pp)))
     log().info("{} {} is back: the instance takes rooms again{}", who(self),
                to_string(book.member(reg.rank.tp, reg.rank.pp)),
@@ -124,6 +145,9 @@ void on_join(self_ptr self, room_join& j) {
   }
   bool known = st.book.find(room_key{j.room, 0}) != nullptr;
   auto before = known ? st.book.find(room_key{j.room, 0})->prefill : std::set<rank_ref>{};
+  // Admission: a new room beyond the instance's limit is keyed and refused
+  // at once, for every rank alike, rather than queued behind the others.
+  bool refused = !known && st.book.undecided_count() >= st.limits.max_rooms;
   // The member was alive when it sent this; heard now, that is now,
   // unless this decider is late on its rounds or just caught up after
   // a stall (the join may have waited in its mailbox meanwhile).
@@ -136,6 +160,17 @@ void on_join(self_ptr self, room_join& j) {
   if (st.beats.lost(st.book.member(j.rank.tp, j.rank.pp))) {
     st.beats.answered(st.book.member(j.rank.tp, j.rank.pp));
     st.missing.back(st.book.member(j.rank.tp, j.rank.pp));
+  }
+  if (refused) {
+    if (st.figures)
+      st.figures->refused();
+    if (auto v = st.book.fail(r, failure{errc::overloaded,
+                                         "the decider of " + st.book.instance() + " holds " +
+                                             std::to_string(st.limits.max_rooms) +
+                                             " undecided rooms, its limit (kvferry.max-rooms): " +
+                                             to_string(r.key) + " is refused",
+                                         decider_ref(st.book.instance())}))
+      broadcast(self, r, *v);
   }
   // A member is missing (down or lost, not back): the room cannot succeed,
   // and fails at once with the one cause that names it.
@@ -336,7 +371,8 @@ decider_actor::behavior_type decider_on(decider_actor::stateful_pointer<decider_
       [self](room_failure& f) { on_failure(self, f); },
       [self](reach_peers& ask) -> caf::result<reach_peers> { return reach(self, ask); },
       [self](room_leave& l) { on_leave(self, l); }, [self](expire_atom) { on_expire(self); },
-      [self](heartbeat_tick_atom) { heartbeat_round(self); });
+      [self](heartbeat_tick_atom) { heartbeat_round(self); },
+      [self](life_ended& e) { on_life_ended(self, e); });
 }
 
 }  // namespace kvferry

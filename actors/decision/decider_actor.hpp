@@ -26,6 +26,7 @@
 #include "actors/decision/missing_members.hpp"
 #include "actors/guard.hpp"
 #include "actors/metrics/decider_figures.hpp"
+#include "actors/process/life_token.hpp"
 #include "actors/sender_check.hpp"
 #include "messages/handles.hpp"
 
@@ -36,7 +37,11 @@ struct decider_state {
 
   decision_book book{"", 0, 1, 1, 1};
   std::map<std::pair<uint32_t, uint32_t>, decode_rank_actor> members;  // by (tp, pp)
-  std::map<rank_ref, prefill_rank_actor> prefill;                      // participants' handles
+  /// The life tokens of members' processes on this host, by (tp, pp): a
+  /// death is known within a millisecond (actors/process/life_token.hpp).
+  std::map<std::pair<uint32_t, uint32_t>, std::string> member_life;
+  life_watch lives;
+  std::map<rank_ref, prefill_rank_actor> prefill;  // participants' handles
   /// A prefill rank declared lost by heartbeats: a room that names it fails
   /// at once with `why`, and it is still pinged (the re-probe) until it
   /// answers, a new incarnation of it is named, or it has been lost for a

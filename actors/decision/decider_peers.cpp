@@ -116,7 +116,10 @@ void arm_heartbeat(self_ptr self) {
     return;
   st.beating = true;
   st.tick_due = self->clock().now() + st.limits.heartbeat;
-  self->delayed_send(self, st.limits.heartbeat, heartbeat_tick_atom_v);
+  // Urgent, as the pings and their answers: liveness never waits behind a
+  // backlog of room traffic (a burst of rooms is load, not death).
+  self->template delayed_send<caf::message_priority::high>(self, st.limits.heartbeat,
+                                                           heartbeat_tick_atom_v);
 }
 
 /// Pings every member (always: see lapsed()), and every prefill participant
@@ -146,7 +149,10 @@ void heartbeat_round(self_ptr self) {
       return;
     }
     auto sent = self->clock().now();
-    self->request(handle, st.limits.silence(), heartbeat_atom_v, ++st.pings)
+    // Urgent: the ping goes ahead of the rank's room traffic, and its answer
+    // (a response keeps its request's priority) ahead of this decider's.
+    self->template request<caf::message_priority::high>(handle, st.limits.silence(),
+                                                        heartbeat_atom_v, ++st.pings)
         .then(guard(self, on_exception,
                     [self, r, sent](heartbeat_atom, uint64_t) {
                       auto& st = self->state;
@@ -190,31 +196,56 @@ void heartbeat_round(self_ptr self) {
 
 /// A monitored actor went down: a member (its rooms fail, and it is
 /// forgotten), or a prefill participant (its rooms fail).
+/// Member `m` is gone (`reason` in words; `link`: lost by its link or its
+/// process, where it may live on cut off): its rooms fail, it is missing
+/// until it registers again, and it is forgotten.
+void lose_member(self_ptr self,
+                 std::map<std::pair<uint32_t, uint32_t>, decode_rank_actor>::iterator m,
+                 const std::string& reason, bool link, spdlog::level::level_enum level) {
+  auto& st = self->state;
+  auto gone = st.book.member(m->first.first, m->first.second);
+  if (st.figures)
+    st.figures->standing(gone, false);
+  log().log(level, "{} {} went down: {}", who(self), to_string(gone), reason);
+  // Lost by its link, it may live on and conclude on its own: the one cause
+  // both sides of a cut word alike.
+  failure why = link ? decider_lost(decider_ref(st.book.instance()))
+                     : failure{errc::peer_down,
+                               "decode " + to_string(gone) + " went down (" + reason + ")", gone};
+  fail_rooms_of(self, gone, why);
+  st.missing.went(gone, "went down (" + reason + ")", wall_ns());
+  if (auto l = st.member_life.find(m->first); l != st.member_life.end()) {
+    st.lives.forget(l->second);
+    st.member_life.erase(l);
+  }
+  st.members.erase(m);
+  auto members = live_members(self);
+  for (auto id : st.book.ids())
+    st.book.forget_if_done(id, members);
+  forget_unnamed_prefill(self);
+}
+
+void on_life_ended(self_ptr self, const life_ended& e) {
+  auto& st = self->state;
+  if (!e.died)
+    return;  // ended in order: its down_msg says so
+  for (auto m = st.members.begin(); m != st.members.end(); ++m) {
+    auto l = st.member_life.find(m->first);
+    if (l == st.member_life.end() || l->second != e.name)
+      continue;
+    lose_member(self, m, "its process died, seen by its life token", true, spdlog::level::warn);
+    return on_life_ended(self, e);  // a process may host several members
+  }
+}
+
 void on_down(self_ptr self, const caf::down_msg& dm) {
   auto& st = self->state;
   for (auto m = st.members.begin(); m != st.members.end(); ++m) {
     if (m->second.address() != dm.source)
       continue;
-    auto gone = st.book.member(m->first.first, m->first.second);
-    if (st.figures)
-      st.figures->standing(gone, false);
-    log().log(
-        dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn,
-        "{} {} went down: {}", who(self), to_string(gone), caf::to_string(dm.reason));
-    // Lost by its link, it may live on and conclude on its own: the one
-    // cause both sides of a cut word alike.
-    failure why = link_lost(dm.reason) ? decider_lost(decider_ref(st.book.instance()))
-                                       : failure{errc::peer_down,
-                                                 "decode " + to_string(gone) + " went down (" +
-                                                     caf::to_string(dm.reason) + ")",
-                                                 gone};
-    fail_rooms_of(self, gone, why);
-    st.missing.went(gone, "went down (" + caf::to_string(dm.reason) + ")", wall_ns());
-    st.members.erase(m);
-    auto members = live_members(self);
-    for (auto id : st.book.ids())
-      st.book.forget_if_done(id, members);
-    forget_unnamed_prefill(self);
+    lose_member(
+        self, m, caf::to_string(dm.reason), link_lost(dm.reason),
+        dm.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn);
     return;
   }
   for (auto& [rank, handle] : st.prefill) {

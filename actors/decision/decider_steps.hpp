@@ -47,6 +47,9 @@ void heartbeat_round(self_ptr self);
 /// A monitored actor went down: a member or a prefill participant.
 void on_down(self_ptr self, const caf::down_msg& dm);
 
+/// A member's process died (its life token): it is lost as by its down_msg.
+void on_life_ended(self_ptr self, const life_ended& e);
+
 /// Connects to the process of each prefill rank asked for, each once.
 caf::result<reach_peers> reach(self_ptr self, reach_peers& ask);
 

@@ -32,6 +32,7 @@ decision_book::room& decision_book::join(
   auto [i, fresh] = rooms_.try_emplace(id);
   auto& r = i->second;
   if (fresh) {
+    ++undecided_;
     r.key = room_key{id, next_generation_++};
     r.opened = now;
     for (uint32_t pp = 0; pp < pp_size_; ++pp)
@@ -59,11 +60,17 @@ decision_book::room* decision_book::find(const room_key& key) {
 }
 
 std::optional<verdict> decision_book::finish(room& r, const rank_ref& who) {
-  return r.decision.finish(canonical(who));
+  auto v = r.decision.finish(canonical(who));
+  if (v)
+    --undecided_;
+  return v;
 }
 
 std::optional<verdict> decision_book::fail(room& r, failure why) {
-  return r.decision.fail(std::move(why));
+  auto v = r.decision.fail(std::move(why));
+  if (v)
+    --undecided_;
+  return v;
 }
 
 bool decision_book::leave(const room_key& key, const rank_ref& who,
@@ -96,6 +103,8 @@ bool decision_book::forget_if_done(uint64_t id, const std::set<rank_ref>& member
   for (auto& p : r.prefill)
     if (auto n = naming_.find(p); n != naming_.end() && --n->second == 0)
       naming_.erase(n);
+  if (!r.decision.decided())
+    --undecided_;
   rooms_.erase(i);
   expiries_.disarm(id);
   return true;

@@ -101,6 +101,9 @@ class decision_book {
   /// Keys of the rooms with no verdict yet.
   std::vector<room_key> undecided() const;
 
+  /// How many rooms have no verdict yet (kept as rooms come and go).
+  size_t undecided_count() const { return undecided_; }
+
   /// Every room on record, decided or not.
   const std::map<uint64_t, room>& rooms() const { return rooms_; }
 
@@ -139,6 +142,7 @@ class decision_book {
   uint64_t next_generation_;
   std::map<uint64_t, room> rooms_;
   std::map<rank_ref, size_t> naming_;  // prefill rank → rooms on record naming it
+  size_t undecided_ = 0;               // rooms on record with no verdict
   expiry_book expiries_;
   kvferry::tombstones<tombstone> tombstones_;
 };

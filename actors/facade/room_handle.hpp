@@ -54,6 +54,9 @@ class room_handle {
   /// The room's error once poll() is Failed: room, cause and origin rank.
   std::optional<transfer_error> failure() const { return slot_->error(); }
 
+  /// When the rank concluded the room (ns since the Unix epoch); 0 before.
+  int64_t concluded_at_ns() const { return slot_->concluded_at_ns(); }
+
   /// True once the room's pages may be reused: it concluded, and no write
   /// into them (receiver) or out of them (sender) can still happen, even
   /// from a peer that failed half way. Free the pages only then.

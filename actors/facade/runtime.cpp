@@ -9,6 +9,7 @@
 #include "actors/common/local_pool.hpp"
 #include "actors/decision/decider_actor.hpp"
 #include "actors/log.hpp"
+#include "actors/process/life_token.hpp"
 #include "actors/rank/decode_rank.hpp"
 #include "actors/rank/prefill_rank.hpp"
 #include "actors/staging/staging_actor.hpp"
@@ -195,7 +196,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
                             false,
                             0,
                             rt->board_,
-                            nullptr};
+                            nullptr,
+                            o.life_token ? this_process_life() : life_token_ref{}};
     cfg.rank_generation = first_generation();
     cfg.publish_first = !o.control_host.empty();
     if (o.metrics)
@@ -238,8 +240,19 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
       rt->staging_ = sys.spawn(kvferry::staging, std::move(sc));
       offer = staging_offer{rt->staging_, staging_region, staging_bytes};
     }
-    decode_rank_config cfg{rt->rank_, o.tp_size, o.pp_size, pool,  rt->endpoint_, o.limits,
-                           net,       o.decider, offer,     alive, rt->board_,    nullptr};
+    decode_rank_config cfg{rt->rank_,
+                           o.tp_size,
+                           o.pp_size,
+                           pool,
+                           rt->endpoint_,
+                           o.limits,
+                           net,
+                           o.decider,
+                           offer,
+                           alive,
+                           rt->board_,
+                           nullptr,
+                           o.life_token ? this_process_life() : life_token_ref{}};
     if (o.metrics)
       cfg.figures = std::make_shared<metrics::rank_figures>(o.metrics, rt->rank_);
     rt->decode_ = sys.spawn(decode_rank, std::move(cfg));

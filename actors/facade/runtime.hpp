@@ -78,6 +78,12 @@ struct rank_options {
   /// bytes per peer, staging, its decider's heartbeats when it has its own):
   /// usually one registry per process, rendered by /metrics. Null: none kept.
   std::shared_ptr<metrics::registry> metrics;
+  /// Tell the bootstrap or decider this process's life token (taken on the
+  /// first rank's start, actors/process/life_token.hpp): one on the same host
+  /// hears of the process's death within a millisecond of a kill, before its
+  /// connections drop. Off: the down_msg alone, after the kernel tore the
+  /// process down.
+  bool life_token = true;
   /// Stop waits until the rank's actors (and so its transport threads) are
   /// gone, so the pool's memory may be freed right after. Tests on CAF's
   /// deterministic scheduler set it to false.

@@ -15,7 +15,15 @@ decider_figures::decider_figures(std::shared_ptr<registry> reg, const std::strin
       success_(reg_->histogram_at("kvferry_verdict_seconds", verdict_help,
                                   {{"kv_instance", instance}, {"outcome", "success"}})),
       failed_(reg_->histogram_at("kvferry_verdict_seconds", verdict_help,
-                                 {{"kv_instance", instance}, {"outcome", "failed"}})) {}
+                                 {{"kv_instance", instance}, {"outcome", "failed"}})),
+      refused_(reg_->counter_at("kvferry_rooms_refused_total",
+                                "Rooms the decider refused at their first join: the instance "
+                                "held as many undecided rooms as it admits (kvferry.max-rooms)",
+                                {{"kv_instance", instance}})) {}
+
+void decider_figures::refused() {
+  refused_.add();
+}
 
 void decider_figures::verdict(kv_poll outcome, std::chrono::nanoseconds took) {
   (outcome == kv_poll::success ? success_ : failed_).observe(took);

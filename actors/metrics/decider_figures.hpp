@@ -30,6 +30,9 @@ class decider_figures {
   /// `peer` answered a ping (up) or was declared lost (down).
   void standing(const rank_ref& peer, bool up);
 
+  /// A room was refused at its first join: the instance held max_rooms.
+  void refused();
+
  private:
   struct peer_series {
     counter* misses;
@@ -42,6 +45,7 @@ class decider_figures {
   std::string instance_;
   histogram& success_;
   histogram& failed_;
+  counter& refused_;
   std::map<std::string, peer_series> peers_;  // by peer rank, rendered
 };
 

@@ -43,7 +43,10 @@ void arm_decider_check(Self* self) {
     return;
   st.tick_armed = true;
   st.tick_due = self->clock().now() + st.cfg.limits.heartbeat;
-  self->delayed_send(self, st.cfg.limits.heartbeat, heartbeat_tick_atom_v);
+  // Urgent: the check of a decider's silence does not wait behind a backlog
+  // of room traffic (nor do its pings, which are urgent too).
+  self->template delayed_send<caf::message_priority::high>(self, st.cfg.limits.heartbeat,
+                                                           heartbeat_tick_atom_v);
 }
 
 /// Starts (or restarts) watching `decider`, the decider of a room that just

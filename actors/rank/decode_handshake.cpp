@@ -282,7 +282,7 @@ void register_with_decider(self_ptr self) {
         }
         st.decider = *found;
         member_registration reg{st.cfg.self, caf::actor_cast<decode_rank_actor>(self),
-                                st.cfg.tp_size, st.cfg.pp_size};
+                                st.cfg.tp_size, st.cfg.pp_size, st.cfg.life};
         self->request(st.decider, request_timeout, std::move(reg))
             .then(guard(self, on_exception,
                         [self](member_ack& ack) {

@@ -56,6 +56,8 @@ struct decode_rank_config {
   std::shared_ptr<rank_board> board;
   /// Its figures for Prometheus (null: none kept).
   std::shared_ptr<metrics::rank_figures> figures;
+  /// Its process's life token, told to the decider (messages/life.hpp).
+  life_token_ref life;
 };
 
 struct decode_rank_state {

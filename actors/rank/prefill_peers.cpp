@@ -214,7 +214,8 @@ void register_with_bootstrap(self_ptr self) {
         rank_registration reg{st.cfg.self,          caf::actor_cast<prefill_rank_actor>(self),
                               st.cfg.data_endpoint, st.cfg.layout,
                               st.cfg.tp_size,       st.cfg.pp_size,
-                              st.cfg.control,       st.cfg.rank_generation};
+                              st.cfg.control,       st.cfg.rank_generation,
+                              st.cfg.life};
         self->request(st.bootstrap, request_timeout, std::move(reg))
             .then(guard(self, on_exception,
                         [self](registration_ack& ack) {

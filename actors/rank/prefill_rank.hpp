@@ -61,6 +61,8 @@ struct prefill_rank_config {
   std::shared_ptr<rank_board> board;
   /// Its figures for Prometheus (null: none kept).
   std::shared_ptr<metrics::rank_figures> figures;
+  /// Its process's life token, told to the bootstrap (messages/life.hpp).
+  life_token_ref life;
 };
 
 struct prefill_rank_state {

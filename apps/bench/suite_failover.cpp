@@ -34,13 +34,18 @@ struct measured {
 /// `n` trials with `signal`; a trial whose survivors disagree makes the
 /// suite fail. With `restart`, the struck rank's process is started again
 /// right after the strike (kills only).
-measured trials(int n, int signal, bool restart, bool& agreed) {
+measured trials(int n, int signal, bool restart, bool& agreed, uint32_t hold_mib = 0) {
   measured m;
   auto& ms = m.strike_ms;
-  for (int i = 0; i < n; ++i) {
+  // n trials that struck a live room: a strike between two rooms measures
+  // nothing, and is tried again (up to 3n trials in all).
+  for (int i = 0; i < 3 * n && static_cast<int>(ms.size()) < n; ++i) {
     apps::failover_options o;
     o.demo = demo_path();
     o.signal = signal;
+    o.hold_mib = hold_mib;
+    if (auto* level = std::getenv("KVFERRY_BENCH_LOG"))
+      o.log_level = level;         // the processes' logs go to KVFERRY_BENCH_TRACE's output
     o.rooms = restart ? 200 : 60;  // rooms left for the restarted rank to serve
     o.restart = restart;
     auto r = apps::run_failover(o);
@@ -62,12 +67,15 @@ measured trials(int n, int signal, bool restart, bool& agreed) {
     if (signal == SIGKILL)
       for (auto f : r.fail_fast_ms(known, until))
         m.fail_fast_ms.push_back(f);
+    if (std::getenv("KVFERRY_BENCH_TRACE") && std::getenv("KVFERRY_BENCH_LOG"))
+      for (auto& out : r.outputs)
+        std::cerr << "trace output:\n" << out << "\n";
     if (std::getenv("KVFERRY_BENCH_TRACE"))
       for (auto& [room, cs] : r.rooms)
         for (auto& c : cs)
           std::cerr << "trace room " << room << " opened+"
-                    << (r.opened_ns(room) - r.strike_ns) / 1e6 << "ms " << c.rank << " " << c.state
-                    << " +" << (c.at_ns - r.opened_ns(room)) / 1e6 << "ms " << c.why << "\n";
+                    << (r.opened_at(room) - r.strike_ns) / 1e6 << "ms " << c.rank << " " << c.state
+                    << " +" << (c.at_ns - r.opened_at(room)) / 1e6 << "ms " << c.why << "\n";
     if (r.restarted_ns != 0) {
       auto back = r.first_success_after_ms(r.restarted_ns, 4);  // decode x2, prefill x2
       if (back >= 0)
@@ -109,6 +117,13 @@ int run_failover_suite(const args& a) {
   }
   if (!killed.fail_fast_ms.empty())
     report("dead_instance_fail_fast_p99_ms", killed.fail_fast_ms, 99);
+  // The same kills, the struck process holding 4 GiB of 4 KiB pages beside
+  // its pools: its sockets close only after the kernel tore that down (about
+  // 0.36 s here), its life token at once.
+  int big = static_cast<int>(a.get("kills-4gib", uint64_t{a.has("quick") ? 1u : 5u}));
+  auto held = trials(big, SIGKILL, false, agreed, 4096);
+  if (!held.strike_ms.empty())
+    report("kill_to_all_failed_4gib_p99_ms", held.strike_ms, 99);
   auto stopped = trials(stops, SIGSTOP, false, agreed);
   if (!stopped.strike_ms.empty())
     report("partition_to_all_failed_p99_ms", stopped.strike_ms, 99);

@@ -265,6 +265,7 @@ struct plan {
 
 struct rep_result {
   double rooms_per_s = 0;
+  uint32_t refused = 0;  ///< rooms refused at once (overloaded): admission, not a fault
   std::vector<double> latencies_us;
   side_figures decode, prefill;
 };
@@ -297,8 +298,22 @@ struct plan_result {
   std::optional<poll_cost> poll;  ///< one poll() on the prefill side
 };
 
+/// Rooms the decider refused at once (`overloaded`: the instance held as
+/// many undecided rooms as it admits): counted apart, not a failure.
+uint32_t refused_of(const apps::run_report& r) {
+  auto i = r.failures.find("overloaded");
+  return i == r.failures.end() ? 0 : i->second;
+}
+
+/// Every room succeeded, or was refused at once by admission.
+bool served(const apps::run_report& r) {
+  auto refused = refused_of(r);
+  return r.failed == refused && r.corrupted == 0 && r.disagreements == 0 &&
+         r.success + refused + r.skipped + (r.side_prefill ? r.rerouted : 0) == r.rooms;
+}
+
 void check(const apps::run_report& r, const std::string& what) {
-  if (!r.ok())
+  if (!served(r))
     throw std::runtime_error(what + ": " + r.to_text("decode"));
 }
 
@@ -361,6 +376,7 @@ plan_result run_plan(const plan& p) {
       throw std::runtime_error("rooms-prefill peer did not report: " + peer.output());
     rep_result rr;
     rr.rooms_per_s = r.seconds > 0 ? r.rooms / r.seconds : 0;
+    rr.refused = refused_of(r);
     rr.latencies_us = std::move(r.latencies_us);
     rr.decode = meter.figures(p.rooms);
     rr.prefill = read_measured(*done);
@@ -481,6 +497,10 @@ plan_summary report(const args& a, const plan& p, const plan_result& r) {
   f.extra["decode_runtime_cpu_us_per_room"] = s.decode.runtime_cpu_us;
   f.extra["prefill_runtime_cpu_us_per_room"] = s.prefill.runtime_cpu_us;
   f.extra["messages_per_room"] = s.decode.messages + s.prefill.messages;
+  uint32_t refused = 0;
+  for (auto& rep : r.reps)
+    refused += rep.refused;
+  f.extra["rooms_refused"] = refused;
   print(f, a.json);
 
   figure l;
@@ -691,13 +711,13 @@ int run_rooms_prefill_peer(const args& a) {
   std::cout << "ready bootstrap=" << *port << std::endl;
   bool ok = true;
   if (p.warmup > 0)
-    ok = apps::drive_prefill(ranks->view(), p.workload(-1)).ok();
+    ok = served(apps::drive_prefill(ranks->view(), p.workload(-1)));
   for (uint32_t rep = 0; ok && rep < p.reps; ++rep) {
     auto w = p.workload(static_cast<int>(rep));
     side_meter meter{ranks->view()};
     meter.sample(w);
     auto r = apps::drive_prefill(ranks->view(), w);
-    ok = r.ok();
+    ok = served(r);
     if (!ok)
       std::cout << r.to_text("prefill") << std::endl;
     std::cout << measured_line(rep, meter.figures(p.rooms)) << std::endl;

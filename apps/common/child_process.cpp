@@ -1,5 +1,6 @@
 #include "apps/common/child_process.hpp"
 
+#include <cerrno>
 #include <fstream>
 
 #include <fcntl.h>
@@ -42,6 +43,19 @@ void child_process::close_stdin() {
     ::close(in_);
     in_ = -1;
   }
+}
+
+bool child_process::write_stdin(const std::string& text) {
+  size_t done = 0;
+  while (in_ >= 0 && done < text.size()) {
+    auto n = ::write(in_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    done += static_cast<size_t>(n);
+  }
+  return in_ >= 0;
 }
 
 child_process::~child_process() {

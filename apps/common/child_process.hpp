@@ -32,6 +32,9 @@ class child_process {
   /// Closes the child's stdin (peers treat it as "finish now").
   void close_stdin();
 
+  /// Writes `text` to the child's stdin (false once it is closed or gone).
+  bool write_stdin(const std::string& text);
+
   /// Everything the child printed so far.
   const std::string& output() const { return out_; }
 

@@ -21,8 +21,13 @@ using namespace std::chrono_literals;
 void read_conclusions(const std::string& out, failover_result& r) {
   std::istringstream in{out};
   static const std::regex line{R"(^conclusion (\S+ tp\d+ pp\d+) room (\d+) (\S+) (\d+) (.*)$)"};
+  static const std::regex opened{R"(^opened decode room (\d+) (\d+)$)"};
   for (std::string l; std::getline(in, l);) {
     std::smatch m;
+    if (std::regex_match(l, m, opened)) {
+      r.decode_opened_ns[std::stoull(m[1])] = std::stoll(m[2]);
+      continue;
+    }
     if (!std::regex_match(l, m, line))
       continue;
     r.rooms[std::stoull(m[2])].push_back({m[1], m[3], std::stoll(m[4]), m[5]});
@@ -35,7 +40,7 @@ std::vector<uint64_t> failover_result::struck() const {
   std::vector<uint64_t> out;
   for (auto& [room, cs] : rooms) {
     bool after = std::any_of(cs.begin(), cs.end(), [&](auto& c) { return c.at_ns >= strike_ns; });
-    if (after && opened_ns(room) < strike_ns)
+    if (after && opened_at(room) < strike_ns)
       out.push_back(room);
   }
   return out;
@@ -97,7 +102,7 @@ uint32_t failover_result::successes_after(int64_t after_ns, size_t ranks) const 
 std::vector<double> failover_result::fail_fast_ms(int64_t after_ns, int64_t before_ns) const {
   std::vector<double> out;
   for (auto& [room, cs] : rooms) {
-    auto opened = opened_ns(room);
+    auto opened = opened_at(room);
     if (opened <= after_ns || opened >= before_ns || cs.empty() ||
         !std::all_of(cs.begin(), cs.end(), [](auto& c) { return c.state == "Failed"; }))
       continue;
@@ -124,7 +129,10 @@ double failover_result::first_success_after_ms(int64_t since_ns, size_t ranks) c
 
 failover_result run_failover(const failover_options& o) {
   failover_result r;
-  auto epoch = wall_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(o.lead).count();
+  // Memory the struck process holds is touched before it starts its ranks:
+  // about a second per 512 MiB on a slow machine.
+  auto lead = o.lead + std::chrono::seconds{o.hold_mib / 512};
+  auto epoch = wall_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(lead).count();
   r.epoch_ns = epoch;
   r.interval_ns = int64_t{o.interval_us} * 1000;
   std::vector<std::string> common{"--prefill-tp=2",
@@ -175,8 +183,11 @@ failover_result run_failover(const failover_options& o) {
   if (!first)
     return r;
   auto rank1 = [&] {
-    return std::make_unique<child_process>(
-        replacing({"--role=prefill", "--ranks=1", "--join-bootstrap", "--bootstrap-port=" + port}));
+    std::vector<std::string> own{"--role=prefill", "--ranks=1", "--join-bootstrap",
+                                 "--bootstrap-port=" + port};
+    if (o.hold_mib > 0 && !again)
+      own.push_back("--hold-mib=" + std::to_string(o.hold_mib));
+    return std::make_unique<child_process>(replacing(std::move(own)));
   };
   auto decode_process = [&] {
     return std::make_unique<child_process>(argv({"--role=decode", "--bootstrap-port=" + port}));

@@ -41,6 +41,10 @@ struct failover_options {
   /// (its requests wait at the prefill ranks meanwhile): rooms are in flight
   /// at any moment, whatever a room's own transfer takes.
   std::chrono::milliseconds prefill_lag{0};
+  /// The struck prefill rank's process holds this many MiB of touched
+  /// memory besides its pools (kvferry-demo --hold-mib): its teardown, and
+  /// so its sockets' close, takes longer with it (the start waits for it).
+  uint32_t hold_mib = 0;
   std::vector<std::string> extra;   ///< more options for every process
   std::string log_level = "error";  ///< kvferry.log-level of every process
 };
@@ -66,13 +70,23 @@ struct failover_result {
   int64_t opened_ns(uint64_t room) const {
     return epoch_ns + static_cast<int64_t>(room - 1) * interval_ns;
   }
+  /// When room `room` really opened on decode (decode_opened_ns), or by its
+  /// pacing when that was not printed.
+  int64_t opened_at(uint64_t room) const {
+    auto o = decode_opened_ns.find(room);
+    return o != decode_opened_ns.end() ? o->second : opened_ns(room);
+  }
   /// Every surviving rank's conclusions, by room.
   std::map<uint64_t, std::vector<rank_conclusion>> rooms;
+  /// When the decode process's scheduler really opened each room (it runs
+  /// behind its pacing when the machine is busy): a room is live from then.
+  std::map<uint64_t, int64_t> decode_opened_ns;
   std::vector<std::string> outputs;         ///< each process's output, for diagnostics
   std::vector<std::string> struck_outputs;  ///< what the struck processes printed
   std::string error;                        ///< set when the trial itself could not run
 
-  /// Rooms that were live at the strike: opened before it, concluded after.
+  /// Rooms that were live at the strike: opened before it (by the decode
+  /// scheduler), concluded after.
   std::vector<uint64_t> struck() const;
   /// From the strike to the last survivor's conclusion of a struck room, ms.
   double strike_to_all_concluded_ms() const;

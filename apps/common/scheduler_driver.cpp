@@ -151,6 +151,7 @@ struct live_room {
   std::vector<bool> seen = std::vector<bool>(5);
   clock_type::time_point opened = clock_type::now();
   std::vector<bool> concluded = std::vector<bool>(handles.size());
+  int64_t opened_ns = wall_ns();  ///< system clock, for the conclusions' record
 };
 
 /// Paced arrivals: the first room whose time has not passed yet, and whether
@@ -179,7 +180,10 @@ void note_conclusions(run_report& r, live_room<Handle>& room) {
     if (room.concluded[k] || !is_terminal(s))
       continue;
     room.concluded[k] = true;
-    conclusion c{room.room, k, s, wall_ns(), {}};
+    // When the rank concluded it (its slot says), not when this loop came
+    // round to poll it (it may have been checking another room's bytes).
+    auto at = room.handles[k].concluded_at_ns();
+    conclusion c{room.room, k, s, at != 0 ? at : wall_ns(), {}, room.opened_ns};
     if (auto e = room.handles[k].failure())
       c.why = to_string(e->why);
     r.conclusions.push_back(std::move(c));

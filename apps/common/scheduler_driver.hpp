@@ -99,8 +99,9 @@ struct conclusion {
   uint64_t room = 0;
   size_t rank = 0;  ///< index into instance_ranks::ranks
   kv_poll state = kv_poll::failed;
-  int64_t at_ns = 0;  ///< system clock, when the poll first read the terminal state
-  std::string why;    ///< the failure, "code: cause (from rank)", when Failed
+  int64_t at_ns = 0;      ///< system clock, when the rank concluded it (its slot says)
+  std::string why;        ///< the failure, "code: cause (from rank)", when Failed
+  int64_t opened_ns = 0;  ///< system clock, when this scheduler opened the room
 };
 
 struct run_report {

@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 
@@ -66,6 +68,7 @@ struct demo_config : kvferry::config {
   std::string ranks;  // empty: every rank of the role
   bool join_bootstrap = false;
   bool follow_requests = false;
+  uint32_t hold_mib = 0;
   int64_t epoch_ns = 0;
   uint32_t interval_us = 0;
   bool print_conclusions = false;
@@ -100,6 +103,9 @@ struct demo_config : kvferry::config {
         .add(staging_mib, "staging-mib",
              "MiB of each decode rank's staging ring and each prefill rank's gather buffer")
         .add(ranks, "ranks", "rank indices (tp + pp * tp-size) this process hosts, e.g. 1 or 0,1")
+        .add(hold_mib, "hold-mib",
+             "hold this many MiB of touched memory besides the pools (a model's weights, say; "
+             "4 KiB pages): how long this process's death takes to read")
         .add(follow_requests, "follow-requests",
              "prefill, replacing a process that died: open the rooms of its share only as "
              "decode ranks ask for them")
@@ -187,10 +193,15 @@ caf::expected<hosted_ranks> start_instance(caf::actor_system& sys, const demo_co
 void print(const run_report& r, const std::string& side, const demo_config& cfg,
            const model_shape& shape, const hosted_ranks& inst) {
   std::cout << r.to_text(side) << "\n";
-  for (auto& c : r.conclusions)
+  for (auto& c : r.conclusions) {
     std::cout << "conclusion " << to_string(inst.ranks[c.rank]->rank()) << " room " << c.room << " "
               << to_string(c.state) << " " << c.at_ns << " " << (c.why.empty() ? "-" : c.why)
               << "\n";
+    // When this process's scheduler opened the room (once, with its first
+    // rank's conclusion): a room is live from then, whatever its pacing said.
+    if (c.rank == 0)
+      std::cout << "opened " << side << " room " << c.room << " " << c.opened_ns << "\n";
+  }
   if (cfg.json)
     std::printf(
         "{\"side\":\"%s\",\"model\":\"%s\",\"page_size\":%u,\"ranks\":%u,\"rooms\":%u,"
@@ -236,6 +247,20 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
             << cfg.chunk_pages << " pages, prefill TP " << cfg.prefill_tp << " x PP "
             << cfg.prefill_pp << " -> decode TP " << cfg.decode_tp << " x PP " << cfg.decode_pp
             << ", " << cfg.transport << " data plane\n";
+  // Memory held beside the pools, touched page by page (MAP_POPULATE), in
+  // 4 KiB pages: the teardown the kernel does before this process's sockets
+  // close grows with it.
+  if (cfg.hold_mib > 0) {
+    auto bytes = size_t{cfg.hold_mib} << 20;
+    void* held = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE | MAP_NORESERVE, -1, 0);
+    if (held == MAP_FAILED) {
+      std::cerr << "kvferry-demo: --hold-mib=" << cfg.hold_mib << ": cannot map it\n";
+      return 1;
+    }
+    ::madvise(held, bytes, MADV_NOHUGEPAGE);
+    std::cout << "kvferry-demo: holding " << cfg.hold_mib << " MiB" << std::endl;
+  }
   std::optional<std::pair<bootstrap_actor, uint16_t>> boot;
   auto prefill_hosted = ranks_to_host(cfg, cfg.prefill_tp * cfg.prefill_pp);
   auto decode_hosted = ranks_to_host(cfg, cfg.decode_tp * cfg.decode_pp);

@@ -181,6 +181,7 @@ decider_actor::behavior_type silent_decider(std::shared_ptr<int> reports) {
       [](reach_peers& r) { return r; },
       [](heartbeat_tick_atom) {},
       [](expire_atom) {},
+      [](life_ended&) {},
   };
 }
 

@@ -46,8 +46,11 @@ instance_fixture::room_handles open_on(instance_fixture& f, uint64_t id,
 
 /// Nothing of any room is left on the live ranks, their transfer actors and
 /// staging rings, or the decider (the leak checks of the fault simulation).
-void nothing_held(instance_fixture& f, const std::set<size_t>& dead_decode) {
+void nothing_held(instance_fixture& f, const std::set<size_t>& dead_decode,
+                  const std::set<size_t>& dead_prefill = {}) {
   for (size_t k = 0; k < f.prefill.size(); ++k) {
+    if (dead_prefill.count(k))
+      continue;
     auto& st = instance_fixture::state_of<prefill_rank_state>(f.prefill[k].rt->prefill());
     CAPTURE(k);
     CHECK(st.rooms.empty());
@@ -204,4 +207,59 @@ TEST_CASE_METHOD(instance_fixture,
     CHECK(s.poll() == kv_poll::success);
   for (size_t k = 0; k < decode.size(); ++k)
     CHECK(back.receivers[k].poll() == kv_poll::success);
+}
+
+namespace {
+
+/// A prefill rank dies under staging (prefill TP `ptp` -> decode TP `dtp`):
+/// the room in flight fails alike, the decode ranks' rings give back what
+/// its room held, and a new process for the rank serves again.
+void prefill_rank_dies_staged(instance_fixture& f, uint32_t ptp, uint32_t dtp, size_t victim) {
+  f.start(ptp, 1, dtp, 1);
+  auto live = open_on(f, 2, {1, 2}, {5, 6}, 2, {}, true);
+  f.sched.run();
+  for (auto& r : live.receivers)
+    REQUIRE(r.poll() == kv_poll::transferring);
+  caf::anon_send_exit(f.prefill[victim].rt->prefill(), caf::exit_reason::kill);
+  f.sched.run();
+  auto why = one_failure(live.receivers);
+  for (size_t k = 0; k < live.senders.size(); ++k)
+    if (k != victim) {
+      REQUIRE(live.senders[k].failure());
+      CHECK(live.senders[k].failure()->why == why);
+    }
+  live.senders.clear();
+  live.receivers.clear();
+  f.pass(f.limits.decider_silence());
+  nothing_held(f, {}, {victim});
+  f.replace_prefill_rank(victim, ptp, 1);
+  f.sched.run();
+  auto back = f.open_room(5, {1, 3}, {9, 10}, 4, 4, 1);
+  f.sched.run();
+  for (auto& s : back.senders)
+    CHECK(s.poll() == kv_poll::success);
+  for (size_t k = 0; k < f.decode.size(); ++k) {
+    CHECK(back.receivers[k].poll() == kv_poll::success);
+    CHECK(f.decode[k].pool->holds_room(f.seed, 5, {9, 10}, 4));
+  }
+  back.senders.clear();
+  back.receivers.clear();
+  f.pass(f.limits.decider_silence());
+  nothing_held(f, {});
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(instance_fixture,
+                 "a prefill rank killed under fan-in with staging (TP 4 -> 2): its room fails "
+                 "alike, the rings give its space back, a new process serves again",
+                 "[actors][prefill-death][staging]") {
+  prefill_rank_dies_staged(*this, 4, 2, 2);
+}
+
+TEST_CASE_METHOD(instance_fixture,
+                 "a prefill rank killed under fan-out with staging (TP 2 -> 4): its room fails "
+                 "alike, the rings give its space back, a new process serves again",
+                 "[actors][prefill-death][staging]") {
+  prefill_rank_dies_staged(*this, 2, 4, 1);
 }

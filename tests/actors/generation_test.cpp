@@ -156,7 +156,8 @@ TEST_CASE_METHOD(generation_fixture,
   auto stale_boot = sys.spawn(bootstrap, std::string{"prefill-0"}, uint64_t{3});
   auto reg = self->request(
       stale_boot, caf::infinite,
-      rank_registration{old_rank, prefill[0].rt->prefill(), "inproc://old", layout, 1, 1, {}, 0});
+      rank_registration{
+          old_rank, prefill[0].rt->prefill(), "inproc://old", layout, 1, 1, {}, 0, {}});
   sched.run();
   reg.receive([](registration_ack&) {},
               [&](caf::error& err) { FAIL("registration refused: " << sys.render(err)); });

@@ -765,35 +765,35 @@ TEST_CASE_METHOD(paths_fixture, "protocol path: heartbeat loss (a prefill rank s
   CHECK(only_frozen_wait());
   CHECK(h.receivers[0].poll() == kv_poll::transferring);
 
-  // The silence is up (the ping is given up): the second miss in a row, the
-  // rank is lost, the room fails with that cause. The verdict to the frozen
-  // rank waits in its mailbox; the round after pings the member and probes
-  // the lost rank.
+  // The silence is up: the round (urgent, ahead of the ping's timeout) finds
+  // the ping still out, the second miss in a row, the rank is lost, the room
+  // fails with that cause. The verdict to the frozen rank waits in its
+  // mailbox; the round pings the member and probes the lost rank; the ping's
+  // timeout changes nothing more.
   sched.advance_time(1s);
   const std::string cause = "prefill-0 tp0 pp0 answered none of 2 heartbeats in a row (2s)";
-  expect((caf::error), from(dec).to(dec).with(caf::make_error(caf::sec::request_timeout)));
   expect((heartbeat_tick_atom), from(dec).to(dec));
+  expect((caf::error), from(dec).to(dec).with(caf::make_error(caf::sec::request_timeout)));
   expect((heartbeat_tick_atom), from(d(0)).to(d(0)));
+  expect((heartbeat_atom, uint64_t), from(dec).to(d(0)));
   expect_failed_verdict(d(0), errc::heartbeat_lost, cause, pr(0));
   // Decided: the decode rank reports nothing of its own.
   disallow((room_failure), from(d(0)).to(dec));
-  expect((heartbeat_atom, uint64_t), from(dec).to(d(0)));
   expect((heartbeat_atom, uint64_t), from(d(0)).to(dec));
   CHECK(only_frozen_wait());
   all_failed(h.receivers, errc::heartbeat_lost, cause, pr(0));
   CHECK(h.senders[0].poll() == kv_poll::transferring);  // it has heard nothing yet
 
-  // It wakes up (no time passed for it): its backlog in order - its own
+  // It wakes up (no time passed for it): its urgent backlog first - its own
   // check (late: a stall, its decider gets a fresh grace period), the ping
-  // that was given up, the verdict, the probe.
+  // that was given up - then the verdict: liveness never waits behind room
+  // traffic. The answer to the ping given up is dropped; the next round's
+  // probe finds it alive again (for later rooms).
   thaw(p(0));
   expect((heartbeat_tick_atom), from(p(0)).to(p(0)));
   expect((heartbeat_atom, uint64_t), from(dec).to(p(0)));
   expect_failed_verdict(p(0), errc::heartbeat_lost, cause, pr(0));
   disallow((room_failure), from(p(0)).to(dec));
-  expect((heartbeat_atom, uint64_t), from(dec).to(p(0)));
-  // The answer to the ping given up is dropped; the answer to the probe
-  // says the rank is alive again (for later rooms).
   expect((heartbeat_atom, uint64_t), from(p(0)).to(dec));
   CHECK_FALSE(sched.has_job());
 

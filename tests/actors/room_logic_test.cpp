@@ -171,7 +171,7 @@ TEST_CASE("directory: ranks must agree on sizes - page size and dtype", "[logic]
   l2.tp_size = 2;
   l2.kv_heads = 1;
   l2.total_kv_heads = 2;
-  rank_registration r0{rank_ref{role::prefill, "", 0, 0, 0}, {}, "tcp://a:1", l2, 2, 1, {}, 0};
+  rank_registration r0{rank_ref{role::prefill, "", 0, 0, 0}, {}, "tcp://a:1", l2, 2, 1, {}, 0, {}};
   REQUIRE_FALSE(dir.add(r0));
   auto topo = dir.snapshot();
   CHECK_FALSE(topo.complete());
@@ -207,7 +207,7 @@ TEST_CASE("directory: a rank that departs leaves the instance dead until it regi
   l2.tp_size = 2;
   l2.kv_heads = 1;
   l2.total_kv_heads = 2;
-  rank_registration r0{rank_ref{role::prefill, "", 0, 0, 0}, {}, "tcp://a:1", l2, 2, 1, {}, 0};
+  rank_registration r0{rank_ref{role::prefill, "", 0, 0, 0}, {}, "tcp://a:1", l2, 2, 1, {}, 0, {}};
   auto r1 = r0;
   r1.rank.tp = 1;
   r1.layout.tp_rank = 1;

@@ -107,7 +107,7 @@ TEST_CASE_METHOD(coordinator_fixture, "messages with actor handles round-trip",
   CHECK(roundtrip(rp) == rp);
   decider_locator dl{{}, "127.0.0.1", 9000};
   CHECK(roundtrip(dl) == dl);
-  member_registration mr{sample_rank(), {}, 2, 1};
+  member_registration mr{sample_rank(), {}, 2, 1, {"boot-id", "kvferry-life-1-2"}};
   CHECK(roundtrip(mr) == mr);
   caf::anon_send_exit(boot, caf::exit_reason::kill);
   sched.run();

@@ -313,10 +313,13 @@ status shm_sender::map_grant(int fd, uint64_t region, uint64_t length, uint64_t 
                                   std::to_string(file_offset) + " of a " + std::to_string(size) +
                                   " B memfd, expected a non-empty range inside it");
   }
-  auto page = page_size();
+  // The file's own page (2 MiB for a pool on huge pages): a mapping starts
+  // and ends on one.
+  auto page = std::max<uint64_t>(page_size(), static_cast<uint64_t>(info.st_blksize));
   auto aligned = file_offset / page * page;
   auto delta = file_offset - aligned;
-  void* p = ::mmap(nullptr, delta + length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd,
+  auto span = std::min((delta + length + page - 1) / page * page, size - aligned);
+  void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd,
                    static_cast<off_t>(aligned));
   auto err = errno;
   close_fd();
@@ -326,11 +329,11 @@ status shm_sender::map_grant(int fd, uint64_t region, uint64_t length, uint64_t 
   auto id = static_cast<region_id>(region);
   if (auto old = mapped_.find(id); old != mapped_.end())
     unmap(old->second);
-  mapped_region m{static_cast<std::byte*>(p) + delta, length, p, delta + length, {}, false};
+  mapped_region m{static_cast<std::byte*>(p) + delta, length, p, span, {}, false};
   // With a device copier, copies from device memory land here: pinned, they
   // go by DMA rather than through CUDA's own staging. Unpinned still works.
   if (device_)
-    m.pinned = device_->pin_host(p, delta + length).ok();
+    m.pinned = device_->pin_host(p, span).ok();
   mapped_[id] = std::move(m);
   return {};
 }
