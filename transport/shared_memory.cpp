@@ -101,7 +101,10 @@ result<shared_memory> shared_memory::allocate(uint64_t bytes, const char* name) 
   // fewer page-table entries to fill now and to tear down when the process
   // dies (about 100 ms per GiB of 4 KiB pages), nothing else changes. Where
   // none are reserved the mapping fails at once and 4 KiB pages are used.
-  auto [fd, mapped] = make_memfd(bytes, name, true);
+  // (A smaller piece stays on 4 KiB pages: a huge page for it would waste
+  // most of one.)
+  auto [fd, mapped] =
+      bytes >= huge_page ? make_memfd(bytes, name, true) : std::pair<int, uint64_t>{-1, 0};
   void* p = MAP_FAILED;
   if (fd >= 0) {
     p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);

@@ -211,6 +211,8 @@ void on_finished(self_ptr self, room_finished& f) {
   // admits a prefill rank of the room whose join has not come in yet:
   // its finish and the join travel on different connections.
   auto* keyed = f.key.generation != 0 ? book.find(f.key) : nullptr;
+  if (!keyed && book.decided_before(f.key))
+    return;  // a room decided and forgotten: late news, not a stranger's
   if (!(keyed && keyed->prefill.count(f.rank)) &&
       !from_participant(self, &f.rank, "a room_finished"))
     return;
@@ -232,6 +234,8 @@ void on_finished(self_ptr self, room_finished& f) {
 void on_failure(self_ptr self, room_failure& f) {
   // As for room_finished: the exact key admits a failure that overtook
   // the join naming its rank.
+  if (!self->state.book.find(f.key) && self->state.book.decided_before(f.key))
+    return;  // a room decided and forgotten: late news, not a stranger's
   if (!(f.key.generation != 0 && self->state.book.find(f.key)) &&
       !from_participant(self, nullptr, "a room_failure"))
     return;

@@ -65,6 +65,9 @@ struct decider_state {
   liveness<rank_ref> beats{5};  // members and prefill participants of undecided rooms
   /// When the last ping each of them answered was sent: the lease.
   std::map<rank_ref, caf::actor_clock::time_point> answered_at;
+  /// When a rank that never answered was first pinged: its silence counts
+  /// from then.
+  std::map<rank_ref, caf::actor_clock::time_point> first_asked;
   uint64_t pings = 0;    // heartbeat sequence numbers
   bool beating = false;  // a heartbeat round is scheduled
   /// When the last round ran and when the next one is due: a round that runs

@@ -4,6 +4,7 @@
 // or prefill rank that goes down fails its rooms; reach_peers connects this
 // process to the prefill ranks' processes.
 #include <chrono>
+#include <optional>
 #include <set>
 
 #include <caf/actor_cast.hpp>
@@ -39,7 +40,20 @@ void fail_rooms_of(self_ptr self, const rank_ref& gone, const failure& why) {
 /// given up; else it is still out); enough in a row and it is lost.
 void missed(self_ptr self, const rank_ref& peer, bool over) {
   auto& st = self->state;
-  auto v = over ? st.beats.missed(peer) : st.beats.late(peer);
+  // Silent for the whole silence by the clock: since the last ping it
+  // answered was sent (a SIGSTOP is seen within the silence, not a round
+  // after it).
+  // Since the last ping it answered was sent, or, never having answered,
+  // since it was first asked.
+  auto a = st.answered_at.find(peer);
+  auto f = st.first_asked.find(peer);
+  auto since = a != st.answered_at.end()   ? std::optional{a->second}
+               : f != st.first_asked.end() ? std::optional{f->second}
+                                           : std::nullopt;
+  // Only if this decider kept time all along (no stall of its own since).
+  bool silent_long =
+      since && self->clock().now() - *since >= st.limits.silence() && st.stall_end < *since;
+  auto v = over ? st.beats.missed(peer, silent_long) : st.beats.late(peer, silent_long);
   if (st.figures) {
     st.figures->missed(peer);
     if (v == liveness<rank_ref>::standing::newly_lost)
@@ -115,11 +129,17 @@ void arm_heartbeat(self_ptr self) {
   if (st.beating)
     return;
   st.beating = true;
-  st.tick_due = self->clock().now() + st.limits.heartbeat;
+  // At a fixed rate while rounds follow each other (the next one an interval
+  // after the last was due, not after it ran): a silence is judged on the
+  // interval's grid, not a grid that drifts by each round's own delay.
+  auto now = self->clock().now();
+  auto due = st.tick_due + st.limits.heartbeat;
+  if (due <= now)
+    due = now + st.limits.heartbeat;
+  st.tick_due = due;
   // Urgent, as the pings and their answers: liveness never waits behind a
   // backlog of room traffic (a burst of rooms is load, not death).
-  self->template delayed_send<caf::message_priority::high>(self, st.limits.heartbeat,
-                                                           heartbeat_tick_atom_v);
+  self->template scheduled_send<caf::message_priority::high>(self, due, heartbeat_tick_atom_v);
 }
 
 /// Pings every member (always: see lapsed()), and every prefill participant
@@ -149,6 +169,8 @@ void heartbeat_round(self_ptr self) {
       return;
     }
     auto sent = self->clock().now();
+    if (!st.answered_at.count(r))
+      st.first_asked.try_emplace(r, sent);
     // Urgent: the ping goes ahead of the rank's room traffic, and its answer
     // (a response keeps its request's priority) ahead of this decider's.
     self->template request<caf::message_priority::high>(handle, st.limits.silence(),
@@ -167,6 +189,7 @@ void heartbeat_round(self_ptr self) {
                       if (!st.beats.watching(r))
                         return;  // no longer watched
                       st.beats.answered(r);
+                      st.first_asked.erase(r);
                       auto& at = st.answered_at[r];
                       at = std::max(at, sent);
                     }),
@@ -188,7 +211,12 @@ void heartbeat_round(self_ptr self) {
   for (auto& [rank, lost] : st.lost_prefill)
     ping(rank, lost.handle);
   st.beats.retain(watched);
-  std::erase_if(st.answered_at, [&](auto& kv) { return !watched.count(kv.first); });
+  // A rank no room names now keeps its last answer a while: if a room names
+  // it again soon, its silence still counts from its last word.
+  std::erase_if(st.answered_at, [&](auto& kv) {
+    return !watched.count(kv.first) && now - kv.second > 2 * st.limits.silence();
+  });
+  std::erase_if(st.first_asked, [&](auto& kv) { return !watched.count(kv.first); });
   forget_unnamed_prefill(self);
   if (!open.empty() || !st.members.empty() || !st.lost_prefill.empty())
     arm_heartbeat(self);

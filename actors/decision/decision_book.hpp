@@ -95,6 +95,13 @@ class decision_book {
 
   size_t tombstones() const { return tombstones_.size(); }
 
+  /// True when room `key` (its exact generation) was decided and forgotten:
+  /// a late report of it changes nothing and is no stranger's.
+  bool decided_before(const room_key& key) {
+    auto* t = tombstones_.newest(key.room);
+    return t && key.generation != 0 && t->key == key;
+  }
+
   /// Keys of the rooms `who` has joined (and not left).
   std::vector<room_key> rooms_of(const rank_ref& who) const;
 

@@ -36,12 +36,17 @@ class liveness {
   /// A round found the ping to `who` still out: one more miss, and the ping
   /// stays out (an answer that comes late still counts as life). Alive
   /// (misses to spare), newly lost (this miss was the last one allowed), or
-  /// lost already.
-  standing late(const Key& who) { return miss(who, false); }
+  /// lost already. `silent_long`: the watcher's clock says `who` has been
+  /// silent for the whole silence already (interval x misses since the last
+  /// ping it answered was sent, the watcher keeping time all along): then
+  /// the rounds are not counted - they are an interval apart and begin only
+  /// once a room names the peer, so counting alone lets up to one more
+  /// interval pass.
+  standing late(const Key& who, bool silent_long = false) { return miss(who, false, silent_long); }
 
   /// The ping to `who` failed or its answer never came: one more miss, and
   /// `who` may be pinged again.
-  standing missed(const Key& who) { return miss(who, true); }
+  standing missed(const Key& who, bool silent_long = false) { return miss(who, true, silent_long); }
 
   bool watching(const Key& who) const { return watch_.count(who) > 0; }
 
@@ -59,7 +64,7 @@ class liveness {
   uint32_t misses() const { return misses_; }
 
  private:
-  standing miss(const Key& who, bool over) {
+  standing miss(const Key& who, bool over, bool silent_long) {
     auto i = watch_.find(who);
     if (i == watch_.end())
       return standing::alive;  // no longer watched
@@ -68,7 +73,7 @@ class liveness {
       w.waiting = false;
     if (w.lost)
       return standing::still_lost;
-    if (++w.misses < misses_)
+    if (++w.misses < misses_ && !silent_long)
       return standing::alive;
     w.lost = true;
     return standing::newly_lost;

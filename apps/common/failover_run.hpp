@@ -85,11 +85,13 @@ struct failover_result {
   std::vector<std::string> struck_outputs;  ///< what the struck processes printed
   std::string error;                        ///< set when the trial itself could not run
 
-  /// Rooms that were live at the strike: opened before it (by the decode
-  /// scheduler), concluded after.
-  std::vector<uint64_t> struck() const;
+  /// Rooms that were live at the strike: opened before it, concluded after.
+  /// Opened by their pacing, or with `as_opened` when the decode scheduler
+  /// really opened them (it runs behind its pacing on a busy machine: a room
+  /// it opened after the strike failed at once, and is no struck room).
+  std::vector<uint64_t> struck(bool as_opened = false) const;
   /// From the strike to the last survivor's conclusion of a struck room, ms.
-  double strike_to_all_concluded_ms() const;
+  double strike_to_all_concluded_ms(bool as_opened = false) const;
   /// A struck room whose survivors did not all conclude the same: Success
   /// (its bytes had all landed before the strike), or Failed with one cause;
   /// a prefill rank that concluded alone (no decode rank reached it for the

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <set>
 
 #include "actors/decision/decision_book.hpp"
 
@@ -245,4 +246,35 @@ TEST_CASE("decision_book keeps a bounded number of tombstones, dropping the olde
   REQUIRE(t);
   CHECK(t->outcome.outcome == kv_poll::success);
   CHECK(book.late_join(rooms, other));
+}
+
+TEST_CASE("decision_book counts its undecided rooms as they come, are decided and go",
+          "[logic][decision]") {
+  auto book = book2();
+  auto& a = book.join(7, book.member(0, 0), {p0});
+  book.join(8, book.member(0, 0), {});
+  book.join(7, book.member(1, 0), {});  // a second join: no new room
+  CHECK(book.undecided_count() == 2u);
+  CHECK(book.fail(a, boom()));
+  CHECK_FALSE(book.fail(a, boom()));  // decided once
+  CHECK(book.undecided_count() == 1u);
+  // Room 8 forgotten undecided (every member left it).
+  book.leave({8, 101}, book.member(0, 0), {book.member(0, 0), book.member(1, 0)});
+  CHECK(book.leave({8, 101}, book.member(1, 0), {book.member(0, 0), book.member(1, 0)}));
+  CHECK(book.undecided_count() == 0u);
+}
+
+TEST_CASE("decision_book knows a room it decided and forgot, by its exact key",
+          "[logic][decision]") {
+  auto book = book2();
+  auto& a = book.join(7, book.member(0, 0), {});
+  book.join(7, book.member(1, 0), {});
+  REQUIRE(book.fail(a, boom()));
+  auto members = std::set<rank_ref>{book.member(0, 0), book.member(1, 0)};
+  book.leave({7, 100}, book.member(0, 0), members);
+  REQUIRE(book.leave({7, 100}, book.member(1, 0), members));
+  CHECK(book.decided_before({7, 100}));
+  CHECK_FALSE(book.decided_before({7, 0}));    // a key without its generation proves nothing
+  CHECK_FALSE(book.decided_before({7, 99}));   // another incarnation of the id
+  CHECK_FALSE(book.decided_before({8, 100}));  // never on record
 }

@@ -16,6 +16,9 @@ TEST_CASE("a prefill rank process killed mid-transfer: the survivors agree and l
   o.demo = KVFERRY_DEMO_PATH;
   o.restart = true;
   o.rooms = 200;
+  // Each room waits 30 ms for the prefill scheduler to open it: a room is
+  // live (waiting, or moving its bytes) whenever the kill lands.
+  o.prefill_lag = std::chrono::milliseconds{30};
   auto r = run_failover(o);
   INFO(r.error);
   REQUIRE(r.error.empty());
