@@ -13,6 +13,13 @@ void prepare(caf::actor_system_config& cfg) {
   cfg.load<caf::io::middleman>();
   cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::seconds{1}});
   cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::seconds{10}});
+  // CAF's default lets a scheduled actor run until its mailbox is empty: a
+  // rank behind a burst of thousands of rooms then holds one of the
+  // scheduler's threads for seconds, and a ping to any other actor waits as
+  // long, urgent or not (a burst read as deaths). An actor gives its thread
+  // back after this many messages; the urgent ones (heartbeats) come first
+  // in each of its turns.
+  cfg.set("scheduler.max-throughput", size_t{64});
 }
 
 config::config() {

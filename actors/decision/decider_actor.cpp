@@ -23,6 +23,38 @@ namespace decider_steps {
 
 namespace {
 
+/// The decider's word on a room (its key, its verdict) goes out urgent, as
+/// the heartbeats do: a rank behind a backlog of room traffic reads it before
+/// its own check of this decider's silence could give the room up (the
+/// lease, decider_peers.cpp), and a key never trails its verdict.
+template <class Handle, class Message>
+void tell(self_ptr self, const Handle& to, Message&& msg) {
+  self->template send<caf::message_priority::high>(to, std::forward<Message>(msg));
+}
+
+/// The verdict of decided room `r` to the rank whose message is being
+/// handled (a member, or a prefill participant: the only senders the
+/// handlers admit), unless the broadcast reached it already (a joined
+/// member, a named prefill participant: their report crossed the verdict)
+/// or `again` (a reminder: the verdict it got was lost on the way).
+void tell_sender(self_ptr self, const decision_book::room& r, bool again = false) {
+  auto& st = self->state;
+  auto& d = *r.decision.outcome();
+  room_verdict v{r.key, d.outcome, d.why};
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  for (auto& [place, handle] : st.members)
+    if (handle.address() == sender) {
+      if (again || !r.joined.count(st.book.member(place.first, place.second)))
+        tell(self, handle, v);
+      return;
+    }
+  if (!again)
+    for (auto& p : r.prefill)
+      if (auto h = st.prefill.find(p); h != st.prefill.end() && h->second.address() == sender)
+        return;
+  tell(self, caf::actor_cast<prefill_rank_actor>(self->current_sender()), v);
+}
+
 /// True when the message being handled comes from the registered decode rank
 /// at `rank`'s place; else it is dropped (what: the message, for the log).
 bool from_member(self_ptr self, const rank_ref& rank, std::string_view what) {
@@ -124,10 +156,10 @@ void on_join(self_ptr self, room_join& j) {
       // the room ended, under the key everyone else concluded with (and
       // so do the prefill ranks it names).
       room_verdict v{t->key, t->outcome.outcome, t->outcome.why};
-      self->send(joiner, room_keyed{t->key});
-      self->send(joiner, v);
+      tell(self, joiner, room_keyed{t->key});
+      tell(self, joiner, v);
       for (auto& p : j.prefill)
-        self->send(p.handle, v);
+        tell(self, p.handle, v);
       return;
     }
   std::vector<rank_ref> prefill;
@@ -148,14 +180,7 @@ void on_join(self_ptr self, room_join& j) {
   // Admission: a new room beyond the instance's limit is keyed and refused
   // at once, for every rank alike, rather than queued behind the others.
   bool refused = !known && st.book.undecided_count() >= st.limits.max_rooms;
-  // The member was alive when it sent this; heard now, that is now,
-  // unless this decider is late on its rounds or just caught up after
-  // a stall (the join may have waited in its mailbox meanwhile).
-  auto now = self->clock().now();
-  std::optional<caf::actor_clock::time_point> heard;
-  if (now - st.last_round <= 2 * st.limits.heartbeat && now - st.stall_end >= st.limits.heartbeat)
-    heard = now;
-  auto& r = st.book.join(j.room, j.rank, prefill, now, heard);
+  auto& r = st.book.join(j.room, j.rank, prefill, self->clock().now());
   // A member declared lost that joins a room is alive again.
   if (st.beats.lost(st.book.member(j.rank.tp, j.rank.pp))) {
     st.beats.answered(st.book.member(j.rank.tp, j.rank.pp));
@@ -192,15 +217,15 @@ void on_join(self_ptr self, room_join& j) {
       }
   if (!r.decision.decided())
     arm_heartbeat(self);
-  self->send(joiner, room_keyed{r.key});
+  tell(self, joiner, room_keyed{r.key});
   // A room decided before this join: the newcomers learn the verdict now.
   if (auto& v = r.decision.outcome()) {
     room_verdict msg{r.key, v->outcome, v->why};
-    self->send(joiner, msg);
+    tell(self, joiner, msg);
     for (auto& p : r.prefill)
       if (!before.count(p))
         if (auto h = st.prefill.find(p); h != st.prefill.end())
-          self->send(h->second, msg);
+          tell(self, h->second, msg);
   }
 }
 
@@ -220,9 +245,7 @@ void on_finished(self_ptr self, room_finished& f) {
   if (r && r->decision.decided()) {
     // A reminder from a rank that still waits: its verdict was lost on
     // the way (a route being set up); it hears it again.
-    auto& v = *r->decision.outcome();
-    caf::anon_send(caf::actor_cast<caf::actor>(self->current_sender()),
-                   room_verdict{r->key, v.outcome, v.why});
+    tell_sender(self, *r, true);
     return;
   }
   if (r && !lapsed(self, *r))
@@ -241,17 +264,32 @@ void on_failure(self_ptr self, room_failure& f) {
     return;
   auto& st = self->state;
   auto* r = st.book.find(f.key);
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
   if (!r && f.key.generation == 0) {
-    // A member that concluded a room alone (this decider was silent
-    // for it) before its join got here: the room starts with that
-    // cause, so that the members that join later conclude the same.
-    auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-    for (auto& [place, handle] : st.members)
-      if (handle.address() == sender) {
-        r = &st.book.join(f.key.room, st.book.member(place.first, place.second), {},
-                          self->clock().now());
-        break;
+    for (auto& [place, handle] : st.members) {
+      if (handle.address() != sender)
+        continue;
+      auto who = st.book.member(place.first, place.second);
+      if (auto* t = st.book.late_join(f.key.room, who)) {
+        // Decided and forgotten before this member's word came: it learns
+        // how the room ended, as a late join does.
+        tell(self, handle, room_keyed{t->key});
+        tell(self, handle, room_verdict{t->key, t->outcome.outcome, t->outcome.why});
+        return;
       }
+      // A member that concluded a room alone (this decider was silent
+      // for it) before its join got here: the room starts with that
+      // cause, so that the members that join later conclude the same.
+      r = &st.book.join(f.key.room, who, {}, self->clock().now());
+      break;
+    }
+  }
+  if (r && r->decision.decided()) {
+    // Decided already: a reporter the verdict did not reach (it reported
+    // before its join was keyed) still waits for the word everyone else
+    // concluded with. It hears it now.
+    tell_sender(self, *r);
+    return;
   }
   if (r && !lapsed(self, *r))
     if (auto v = st.book.fail(*r, std::move(f.why)))
@@ -302,10 +340,10 @@ void broadcast(self_ptr self, const decision_book::room& r, const verdict& v) {
     st.figures->verdict(v.outcome, std::chrono::steady_clock::now() - r.opened);
   for (auto& d : r.joined)
     if (auto m = st.members.find({d.tp, d.pp}); m != st.members.end())
-      self->send(m->second, msg);
+      tell(self, m->second, msg);
   for (auto& p : r.prefill)
     if (auto h = st.prefill.find(p); h != st.prefill.end())
-      self->send(h->second, msg);
+      tell(self, h->second, msg);
 }
 
 /// The decode ranks registered now, as the book names them.

@@ -70,10 +70,9 @@ struct decider_state {
   std::map<rank_ref, caf::actor_clock::time_point> first_asked;
   uint64_t pings = 0;    // heartbeat sequence numbers
   bool beating = false;  // a heartbeat round is scheduled
-  /// When the last round ran and when the next one is due: a round that runs
-  /// late means this decider was stalled (frozen, starved), and what it
-  /// handles around then may have waited meanwhile (see the join handler).
-  caf::actor_clock::time_point last_round{};
+  /// When the next round is due, and when this decider last came back from a
+  /// stall (a round that ran late: it was frozen or starved, and the silence
+  /// of others meanwhile says nothing about them).
   caf::actor_clock::time_point tick_due{};
   caf::actor_clock::time_point stall_end{};
   /// Joins, finishes, failures and leaves from senders that are not the

@@ -83,12 +83,18 @@ void missed(self_ptr self, const rank_ref& peer, bool over) {
 
 /// True (and the room failed with that cause) if a participant of undecided
 /// room `r` may already have declared this decider lost: it has answered no
-/// ping sent within the lease. Members are pinged all the time (from their
-/// registration on), so a decider that was frozen or cut off knows it when it
-/// comes back, even for rooms whose joins waited for it meanwhile; a prefill
-/// participant starts watching only once asked, after the room opened here.
-/// Every verdict checks it first, so no rank concludes otherwise than the
-/// one that gave up.
+/// ping sent within the lease. The basis is always a moment the participant
+/// heard this decider at or after: a member, the last ping it answered was
+/// sent (members are pinged all the time, from their registration on, whose
+/// answer starts the count; one never registered here, the room's opening);
+/// a prefill participant, that or the room's opening here (it is asked for
+/// the room only once a member was keyed).
+/// Never the arrival of a join: a join that waited in this decider's mailbox
+/// says the member was alive when it sent it, not that it heard this decider
+/// since (a member behind a burst gave up on it meanwhile, and the verdict
+/// must say so). So a decider that was frozen, cut off or starved knows it
+/// when it comes back. Every verdict checks it first, so no rank concludes
+/// otherwise than the one that gave up.
 bool lapsed(self_ptr self, decision_book::room& r) {
   auto& st = self->state;
   if (r.decision.decided())
@@ -96,19 +102,9 @@ bool lapsed(self_ptr self, decision_book::room& r) {
   auto now = self->clock().now();
   for (auto& p : r.decision.participants()) {
     auto a = st.answered_at.find(p);
-    auto j = r.joined_at.find(p);
     auto basis = r.opened;
-    if (p.side == role::decode && (a != st.answered_at.end() || j != r.joined_at.end())) {
-      // A member: its last answered ping, or its join for this room if that
-      // was heard while this decider kept time.
-      basis = caf::actor_clock::time_point{};
-      if (a != st.answered_at.end())
-        basis = a->second;
-      if (j != r.joined_at.end() && j->second > basis)
-        basis = j->second;
-    } else if (a != st.answered_at.end() && a->second > basis) {
+    if (a != st.answered_at.end() && (p.side == role::decode || a->second > basis))
       basis = a->second;
-    }
     if (now - basis < st.limits.decider_lease())
       continue;
     auto why = decider_lost(decider_ref(st.book.instance()));
@@ -148,7 +144,6 @@ void heartbeat_round(self_ptr self) {
   auto& st = self->state;
   st.beating = false;
   auto now = self->clock().now();
-  st.last_round = now;
   if (now - st.tick_due > st.limits.heartbeat) {
     log().warn("{} stalled for {}", who(self), format_duration(now - st.tick_due));
     st.stall_end = now;

@@ -4,7 +4,10 @@ namespace kvferry {
 
 namespace {
 
-constexpr size_t max_tombstones = 4096;
+/// Decided rooms remembered after they are forgotten, for members that join
+/// or report late: enough for a burst of rooms beyond the decider's admission
+/// (kvferry.max-rooms, 4096 by default), at about 200 B each.
+constexpr size_t max_tombstones = 16384;
 
 }  // namespace
 
@@ -25,10 +28,9 @@ rank_ref decision_book::canonical(const rank_ref& r) const {
   return r.side == role::decode ? member(r.tp, r.pp) : r;
 }
 
-decision_book::room& decision_book::join(
-    uint64_t id, const rank_ref& decode_rank, const std::vector<rank_ref>& prefill,
-    std::chrono::steady_clock::time_point now,
-    std::optional<std::chrono::steady_clock::time_point> heard) {
+decision_book::room& decision_book::join(uint64_t id, const rank_ref& decode_rank,
+                                         const std::vector<rank_ref>& prefill,
+                                         std::chrono::steady_clock::time_point now) {
   auto [i, fresh] = rooms_.try_emplace(id);
   auto& r = i->second;
   if (fresh) {
@@ -40,10 +42,6 @@ decision_book::room& decision_book::join(
         r.decision.add_participant(member(tp, pp));
   }
   r.joined.insert(canonical(decode_rank));
-  if (heard) {
-    auto& at = r.joined_at[canonical(decode_rank)];
-    at = std::max(at, *heard);
-  }
   for (auto& p : prefill)
     if (r.prefill.insert(p).second) {
       r.decision.add_participant(p);

@@ -30,9 +30,6 @@ class decision_book {
     bool late_excused = false;   ///< members that never joined are no longer waited for
     std::set<rank_ref> prefill;  ///< prefill participants named so far
     std::chrono::steady_clock::time_point opened{};  ///< when the first join came
-    /// When each member's join was heard while the decider kept time (see
-    /// the decider's lease).
-    std::map<rank_ref, std::chrono::steady_clock::time_point> joined_at;
   };
 
   /// A decided room no longer on record: its verdict, for a member that joins
@@ -58,11 +55,9 @@ class decision_book {
   /// A decode rank opened room `id`: the first join creates the room, draws
   /// its generation and makes every decode rank of the instance a
   /// participant; `prefill` adds prefill participants while undecided. `now`
-  /// is the time of the join; `heard`, when set, the time the joining member
-  /// is known to have been alive.
+  /// is the time of the join (the first one's is the room's opening).
   room& join(uint64_t id, const rank_ref& decode_rank, const std::vector<rank_ref>& prefill,
-             std::chrono::steady_clock::time_point now = {},
-             std::optional<std::chrono::steady_clock::time_point> heard = std::nullopt);
+             std::chrono::steady_clock::time_point now = {});
 
   /// The room of `key`: same id, and same generation unless key's is 0.
   room* find(const room_key& key);

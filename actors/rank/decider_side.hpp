@@ -178,12 +178,14 @@ constexpr uint32_t max_verdict_extensions = 2;
 /// A room that waits for its verdict ran past its deadline. Its cause: the
 /// one this rank reported, or, having finished, the wait itself. A decider
 /// still heard from is late, not gone: it hears why (`remind(why)`) and
-/// decides for everyone, a few times. A silent one is left behind:
-/// `lost()` concludes with the words every rank uses for it. Without a
-/// decider, `settle(why)` concludes the room alone.
-template <class Self, class Room, class Decider, class Remind, class Lost, class Settle>
-void verdict_overdue(Self* self, Room& room, const Decider& decider, Remind remind, Lost lost,
-                     Settle settle) {
+/// decides for everyone, a few times. A silent one is left to the silence
+/// check (check_deciders), which concludes with the words every rank uses
+/// for it within a heartbeat: that check is urgent, as the verdicts are, so
+/// a verdict the decider sent before its lease ran out is read first (a
+/// deadline is not urgent, and could overtake it). Without a decider,
+/// `settle(why)` concludes the room alone.
+template <class Self, class Room, class Decider, class Remind, class Settle>
+void verdict_overdue(Self* self, Room& room, const Decider& decider, Remind remind, Settle settle) {
   auto& st = self->state;
   auto& fsm = room.fsm();
   log().warn("{} {}", who(self), fsm.stuck_cause(room.key()));
@@ -197,8 +199,9 @@ void verdict_overdue(Self* self, Room& room, const Decider& decider, Remind remi
     remind(why);
     return;
   }
-  if (decider && !decider_alive(self, decider.address())) {
-    lost();
+  if (decider && !decider_alive(self, decider.address()) &&
+      fsm.wait_longer() <= max_verdict_extensions + 1) {
+    arm_decider_check(self);
     return;
   }
   settle(why);

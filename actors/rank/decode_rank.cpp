@@ -181,9 +181,6 @@ void on_deadline(self_ptr self, uint64_t id, uint64_t epoch) {
           self->send(decider, room_failure{room.key(), why});
           sync(self, room);
         },
-        [&] {
-          settle(self, room, kv_poll::failed, decider_lost(decider_ref(st.cfg.self.instance)));
-        },
         [&](const failure& why) { settle(self, room, kv_poll::failed, why); });
     return;
   }

@@ -110,13 +110,6 @@ void on_deadline(self_ptr self, uint64_t id, uint64_t epoch) {
           self->send(decider, room_failure{room.key(), why});
           sync(self, room);
         },
-        // The others find out by their own check; the decider, back, assumes
-        // these words.
-        [&] {
-          settle_without_decider(
-              self, room,
-              decider_lost(st.deciders_heard.label_or(decider.address(), unknown_decider())));
-        },
         [&](const failure& why) { settle(self, room, kv_poll::failed, why); });
     return;
   }

@@ -53,16 +53,17 @@ measured trials(int n, int signal, bool restart, bool& agreed, uint32_t hold_mib
       throw std::runtime_error(r.error);
     // Rooms live at the strike by their real opening: the decode scheduler
     // runs behind its pacing, and a room it opened after the strike is a
-    // fail-fast room (measured below), not a struck one.
-    if (r.struck(true).empty()) {
-      std::cerr << "kvferry-bench failover: no room was live at the strike; trial skipped\n";
+    // fail-fast room (measured below), not a struck one. Only rooms the
+    // strike failed: one that had all its bytes succeeds a moment after it.
+    if (r.struck(true, true).empty()) {
+      std::cerr << "kvferry-bench failover: no room live at the strike failed; trial skipped\n";
       continue;
     }
     for (auto& d : r.disagreements()) {
       std::cerr << "kvferry-bench failover: disagreement: " << d << "\n";
       agreed = false;
     }
-    ms.push_back(r.strike_to_all_concluded_ms(true));
+    ms.push_back(r.strike_to_all_concluded_ms(true, true));
     // Rooms opened once the survivors know (100 ms after the strike), and
     // before any restart: they need a dead instance.
     auto known = r.strike_ns + 100'000'000;

@@ -188,6 +188,7 @@ struct plan {
   bool latencies = true;     ///< the drivers keep each room's latency (8 bytes a room)
   std::string policy;        ///< CAF's scheduler.policy on both sides ("": kvferry's default)
   uint32_t threads = 0;      ///< CAF's scheduler.max-threads on both sides (0: CAF's default)
+  uint32_t max_rooms = deadlines{}.max_rooms;  ///< the decider's admission (kvferry.max-rooms)
 
   /// Applies the scheduler settings to a side's config.
   void schedule(kvferry::config& cfg) const {
@@ -336,8 +337,11 @@ plan_result run_plan(const plan& p) {
   kvferry::config cfg;
   p.schedule(cfg);
   caf::actor_system sys{cfg};
-  auto dec =
-      sys.spawn(decider, std::string{"rooms-decode"}, p.tp, 1u, fresh_generation(), deadlines{});
+  auto dec = sys.spawn(decider, std::string{"rooms-decode"}, p.tp, 1u, fresh_generation(), [&] {
+    deadlines d;
+    d.max_rooms = p.max_rooms;
+    return d;
+  }());
   auto spec = p.spec(role::decode);
   spec.decider = decider_locator{dec, "", 0};
   auto ranks = apps::start_ranks(sys, spec);
@@ -633,6 +637,7 @@ int run_rooms_suite(const args& a) {
     p.policy = a.get("policy", std::string{});
     p.threads = static_cast<uint32_t>(a.get("threads", 0u));
     p.transport = a.get("transport", std::string{"tcp"});
+    p.max_rooms = static_cast<uint32_t>(a.get("max-rooms", uint64_t{p.max_rooms}));
     return p;
   };
   std::map<uint32_t, std::map<uint32_t, double>> table;

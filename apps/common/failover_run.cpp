@@ -36,19 +36,21 @@ void read_conclusions(const std::string& out, failover_result& r) {
 
 }  // namespace
 
-std::vector<uint64_t> failover_result::struck(bool as_opened) const {
+std::vector<uint64_t> failover_result::struck(bool as_opened, bool failed) const {
   std::vector<uint64_t> out;
   for (auto& [room, cs] : rooms) {
     bool after = std::any_of(cs.begin(), cs.end(), [&](auto& c) { return c.at_ns >= strike_ns; });
+    if (failed && std::none_of(cs.begin(), cs.end(), [](auto& c) { return c.state == "Failed"; }))
+      continue;
     if (after && (as_opened ? opened_at(room) : opened_ns(room)) < strike_ns)
       out.push_back(room);
   }
   return out;
 }
 
-double failover_result::strike_to_all_concluded_ms(bool as_opened) const {
+double failover_result::strike_to_all_concluded_ms(bool as_opened, bool failed) const {
   int64_t last = strike_ns;
-  for (auto room : struck(as_opened))
+  for (auto room : struck(as_opened, failed))
     for (auto& c : rooms.at(room))
       last = std::max(last, c.at_ns);
   return (last - strike_ns) / 1e6;

@@ -89,9 +89,12 @@ struct failover_result {
   /// Opened by their pacing, or with `as_opened` when the decode scheduler
   /// really opened them (it runs behind its pacing on a busy machine: a room
   /// it opened after the strike failed at once, and is no struck room).
-  std::vector<uint64_t> struck(bool as_opened = false) const;
+  /// With `failed`, only those some rank concluded Failed: a room whose
+  /// bytes had all landed before the strike succeeds a moment after it, and
+  /// says nothing of how soon a fault is known.
+  std::vector<uint64_t> struck(bool as_opened = false, bool failed = false) const;
   /// From the strike to the last survivor's conclusion of a struck room, ms.
-  double strike_to_all_concluded_ms(bool as_opened = false) const;
+  double strike_to_all_concluded_ms(bool as_opened = false, bool failed = false) const;
   /// A struck room whose survivors did not all conclude the same: Success
   /// (its bytes had all landed before the strike), or Failed with one cause;
   /// a prefill rank that concluded alone (no decode rank reached it for the

@@ -356,9 +356,21 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
             std::chrono::duration<double, std::micro>(clock_type::now() - i->opened).count());
       if (!agree(i->handles)) {
         ++r.disagreements;
-        if (r.first_errors.size() < 5)
-          r.first_errors.push_back("room " + std::to_string(i->room) +
-                                   ": the ranks of the instance concluded differently");
+        if (r.disagreements <= 5) {
+          // How: each rank's conclusion, so that the difference can be read;
+          // ahead of the plain failures (a disagreement matters more).
+          if (r.first_errors.size() >= 5)
+            r.first_errors.pop_back();
+          std::string how;
+          for (size_t k = 0; k < i->handles.size(); ++k) {
+            auto e = i->handles[k].failure();
+            how += "; rank " + std::to_string(k) + " " + to_string(i->handles[k].poll()) +
+                   (e ? " (" + to_string(e->why) + ")" : "");
+          }
+          r.first_errors.insert(r.first_errors.begin() + (r.disagreements - 1),
+                                "room " + std::to_string(i->room) +
+                                    ": the ranks of the instance concluded differently" + how);
+        }
       }
       if (poll_all(i->handles) == kv_poll::success) {
         ++r.success;
