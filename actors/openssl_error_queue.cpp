@@ -16,9 +16,19 @@
 // linker's scope, and ld exports the ones a shared library refers to), and
 // each clears the calling thread's queue and calls OpenSSL's own.
 #include <dlfcn.h>
+#include <errno.h>
+
+#include <cstddef>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+
+namespace kvferry::detail {
+
+bool caf_port_tracked(int fd);                                      // caf_port_guard.cpp
+bool caf_port_bytes(int fd, const void* data, size_t n, bool tls);  // caf_port_guard.cpp
+
+}  // namespace kvferry::detail
 
 namespace {
 
@@ -34,7 +44,20 @@ extern "C" {
 int SSL_read(SSL* ssl, void* buf, int num) {
   static auto real = next_definition<int (*)(SSL*, void*, int)>("SSL_read");
   ERR_clear_error();
-  return real(ssl, buf, num);
+  int got = real(ssl, buf, num);
+  // A connection of a guarded CAF port (actors/process/caf_port_guard.hpp):
+  // its frames are read as CAF gets them, decrypted; a refused one fails
+  // CAF's read, and CAF closes it.
+  if (got > 0) {
+    int fd = SSL_get_fd(ssl);
+    if (kvferry::detail::caf_port_tracked(fd) &&
+        !kvferry::detail::caf_port_bytes(fd, buf, static_cast<size_t>(got), true)) {
+      ERR_clear_error();
+      errno = ECONNRESET;
+      return -1;
+    }
+  }
+  return got;
 }
 
 int SSL_write(SSL* ssl, const void* buf, int num) {

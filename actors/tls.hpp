@@ -17,6 +17,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/gateway/gateway_actor.hpp"
+#include "actors/process/caf_port_guard.hpp"
 #include "actors/tls_files.hpp"
 #include "messages/failure.hpp"
 
@@ -41,17 +42,24 @@ inline bool tls_on(caf::actor_system& sys) {
 bool loopback_host(const std::string& host);
 
 /// Publishes `whom` on `port` (0: any free one) of address `host`: over TLS
-/// through the gateway, else on the middleman. Blocks; not for actors.
+/// through the gateway, else on the middleman. Blocks; not for actors. The
+/// port is guarded from then on (actors/process/caf_port_guard.hpp).
 template <class Handle>
 caf::expected<uint16_t> publish_actor(caf::actor_system& sys, const Handle& whom, uint16_t port,
                                       const std::string& host) {
-  if (!tls_on(sys))
-    return sys.middleman().publish(whom, port, host.c_str(), true);
+  if (!tls_on(sys)) {
+    auto actual = sys.middleman().publish(whom, port, host.c_str(), true);
+    if (actual)
+      guard_caf_port(*actual, false);
+    return actual;
+  }
   caf::scoped_actor self{sys};
   caf::expected<uint16_t> out{caf::error{}};
   self->request(gateway_of(sys), 2 * gateway_timeout, caf::publish_atom_v,
                 caf::actor_cast<caf::strong_actor_ptr>(whom), sys.message_types(whom), port, host)
       .receive([&](uint16_t actual) { out = actual; }, [&](caf::error& err) { out = err; });
+  if (out)
+    guard_caf_port(*out, true);
   return out;
 }
 

@@ -91,6 +91,48 @@ bool from_participant(self_ptr self, const rank_ref* rank, std::string_view what
   return false;
 }
 
+/// True when the current sender is a registered member or a prefill rank a
+/// join named.
+bool known_participant(self_ptr self) {
+  auto& st = self->state;
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (!sender)
+    return false;
+  for (auto& [place, handle] : st.members)
+    if (handle.address() == sender)
+      return true;
+  for (auto& [rank, handle] : st.prefill)
+    if (handle.address() == sender)
+      return true;
+  return false;
+}
+
+/// How many failures from senders not known yet the decider holds at most
+/// (the oldest goes first): a stranger's flood costs this much, no more.
+constexpr size_t max_held_failures = 256;
+
+/// Holds failure `f` from the current sender until a join names it.
+void hold_failure(self_ptr self, const room_failure& f) {
+  auto& held = self->state.held_failures;
+  if (held.size() >= max_held_failures)
+    held.pop_front();
+  held.push_back({caf::actor_cast<caf::actor_addr>(self->current_sender()), f});
+}
+
+/// The failure of room `key` that `sender` reported before it was named, if
+/// one is held (it is no longer).
+std::optional<failure> take_held_failure(self_ptr self, const caf::actor_addr& sender,
+                                         const room_key& key) {
+  auto& held = self->state.held_failures;
+  for (auto i = held.begin(); i != held.end(); ++i)
+    if (i->first == sender && i->second.key == key) {
+      auto why = std::move(i->second.why);
+      held.erase(i);
+      return why;
+    }
+  return std::nullopt;
+}
+
 /// Watches the life token of member (tp, pp) when its process is another
 /// on this host: its death is known before its connection drops.
 void watch_life(self_ptr self, std::pair<uint32_t, uint32_t> place, const life_token_ref& life) {
@@ -215,6 +257,14 @@ void on_join(self_ptr self, room_join& j) {
             broadcast(self, r, *v);
         break;
       }
+  // A failure this room's prefill rank reported before the join naming it
+  // came in (held by on_failure): it counts now that the rank is named.
+  if (!r.decision.decided())
+    for (auto& p : j.prefill)
+      if (auto why = take_held_failure(self, p.handle.address(), r.key))
+        if (!lapsed(self, r))
+          if (auto v = st.book.fail(r, std::move(*why)))
+            broadcast(self, r, *v);
   if (!r.decision.decided())
     arm_heartbeat(self);
   tell(self, joiner, room_keyed{r.key});
@@ -238,8 +288,7 @@ void on_finished(self_ptr self, room_finished& f) {
   auto* keyed = f.key.generation != 0 ? book.find(f.key) : nullptr;
   if (!keyed && book.decided_before(f.key))
     return;  // a room decided and forgotten: late news, not a stranger's
-  if (!(keyed && keyed->prefill.count(f.rank)) &&
-      !from_participant(self, &f.rank, "a room_finished"))
+  if (!from_participant(self, &f.rank, "a room_finished"))
     return;
   auto* r = book.find(f.key);
   if (r && r->decision.decided()) {
@@ -259,8 +308,15 @@ void on_failure(self_ptr self, room_failure& f) {
   // the join naming its rank.
   if (!self->state.book.find(f.key) && self->state.book.decided_before(f.key))
     return;  // a room decided and forgotten: late news, not a stranger's
-  if (!(f.key.generation != 0 && self->state.book.find(f.key)) &&
-      !from_participant(self, nullptr, "a room_failure"))
+  if (f.key.generation != 0 && self->state.book.find(f.key) && !known_participant(self)) {
+    // A live room's exact key from a sender not known yet: a prefill rank
+    // whose failure overtook the join naming it (they travel on different
+    // connections), or a stranger. Held, not taken: it counts once a join
+    // names the sender (on_join), and is forgotten otherwise.
+    hold_failure(self, f);
+    return;
+  }
+  if (!from_participant(self, nullptr, "a room_failure"))
     return;
   auto& st = self->state;
   auto* r = st.book.find(f.key);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -78,6 +79,10 @@ struct decider_state {
   /// Joins, finishes, failures and leaves from senders that are not the
   /// room's ranks: dropped, each sender logged once.
   stranger_log<caf::actor_addr> strangers;
+  /// Failures of live rooms (their exact key) from senders no join named
+  /// yet, oldest first: taken once a join names the sender (decider_actor.cpp,
+  /// hold_failure), at most 256.
+  std::deque<std::pair<caf::actor_addr, room_failure>> held_failures;
   /// Under TLS, the node whose processes may register as members (its
   /// certificate's CN, proven at the gateway); empty: any.
   std::string node;

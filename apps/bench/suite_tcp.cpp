@@ -190,7 +190,7 @@ struct room_figures {
 /// kvferry-launch node does), and the decode side renders them once a
 /// second as a scrape would.
 room_figures room_latency_run(const args& a, const std::optional<std::string>& tls_dir,
-                              bool metrics = false) {
+                              bool metrics = false, bool guard = true) {
   auto samples = static_cast<uint32_t>(a.get("rooms", a.has("quick") ? 200 : 1000));
   auto warmup = 50u;
   std::vector<std::string> argv{self_exe(), "--peer=prefill-rooms",
@@ -199,6 +199,9 @@ room_figures room_latency_run(const args& a, const std::optional<std::string>& t
     argv.push_back("--tls-dir=" + *tls_dir);
   if (metrics)
     argv.push_back("--metrics");
+  if (!guard)
+    argv.push_back("--no-caf-port-guard");
+  set_caf_port_guard(guard);  // this side's published ports, as the peer's
   apps::child_process peer{argv};
   auto line = peer.wait_for_line([](auto& l) { return l.rfind("ready ", 0) == 0; }, 60s);
   std::smatch m;
@@ -276,6 +279,37 @@ room_figures room_latency_run(const args& a, const std::optional<std::string>& t
   return {std::move(lat), std::move(rtt)};
 }
 
+/// A room's latency with a feature on against off, in `pairs` pairs of runs
+/// in alternating order (off then on, on then off, ...), so that neither side
+/// always runs warmer: the median of each side's p50 and p99. `run(on)` is
+/// one run; `what` names the feature in the figure's keys.
+template <class Run>
+figure on_against_off(const std::string& metric, const std::string& what, int pairs, Run run) {
+  std::vector<double> off_p50, on_p50, off_p99, on_p99;
+  size_t counted_rooms = 0;
+  for (int k = 0; k < pairs; ++k)
+    for (bool on : {k % 2 == 1, k % 2 == 0}) {
+      auto r = run(on);
+      (on ? on_p50 : off_p50).push_back(percentile(r.rooms, 50));
+      (on ? on_p99 : off_p99).push_back(percentile(r.rooms, 99));
+      counted_rooms += on ? r.rooms.size() : 0;
+    }
+  figure f;
+  f.suite = "tcp";
+  f.metric = metric;
+  f.value = percentile(on_p50, 50);
+  f.unit = "us";
+  f.baseline = percentile(off_p50, 50);
+  f.baseline_name = "room latency p50 with " + what + " off, same run (median of alternating runs)";
+  f.reps = static_cast<int>(counted_rooms);
+  f.extra["pairs"] = pairs;
+  f.extra["p50"] = percentile(on_p50, 50);
+  f.extra["p99"] = percentile(on_p99, 50);
+  f.extra["p50_" + what + "_off"] = percentile(off_p50, 50);
+  f.extra["p99_" + what + "_off"] = percentile(off_p99, 50);
+  return f;
+}
+
 void room_latency(const args& a) {
   const std::string room = "1 page of 16 tokens, 4 layers x 8 heads x 64 (128 KiB) + 64 B aux";
   auto plain = room_latency_run(a, std::nullopt);
@@ -296,31 +330,9 @@ void room_latency(const args& a) {
 
   // The same with Prometheus' figures kept on both sides and scraped once a
   // second: what collecting metrics costs a room.
-  // Pairs in alternating order (off then on, on then off, ...), so that
-  // neither side always runs warmer; the median of each side's p50 and p99.
   auto pairs = static_cast<int>(a.get("metrics-pairs", a.has("quick") ? 1 : 8));
-  std::vector<double> off_p50, on_p50, off_p99, on_p99;
-  size_t counted_rooms = 0;
-  for (int k = 0; k < pairs; ++k)
-    for (bool on : {k % 2 == 1, k % 2 == 0}) {
-      auto r = room_latency_run(a, std::nullopt, on);
-      (on ? on_p50 : off_p50).push_back(percentile(r.rooms, 50));
-      (on ? on_p99 : off_p99).push_back(percentile(r.rooms, 99));
-      counted_rooms += on ? r.rooms.size() : 0;
-    }
-  figure m;
-  m.suite = "tcp";
-  m.metric = "room_latency_metrics_us";
-  m.value = percentile(on_p50, 50);
-  m.unit = "us";
-  m.baseline = percentile(off_p50, 50);
-  m.baseline_name = "room latency p50 with metrics off, same run (median of alternating runs)";
-  m.reps = static_cast<int>(counted_rooms);
-  m.extra["pairs"] = pairs;
-  m.extra["p50"] = percentile(on_p50, 50);
-  m.extra["p99"] = percentile(on_p99, 50);
-  m.extra["p50_metrics_off"] = percentile(off_p50, 50);
-  m.extra["p99_metrics_off"] = percentile(off_p99, 50);
+  auto m = on_against_off("room_latency_metrics_us", "metrics", pairs,
+                          [&](bool on) { return room_latency_run(a, std::nullopt, on); });
   {
     // One scrape's cost: collect and render one rank's figures.
     auto reg = std::make_shared<metrics::registry>();
@@ -339,6 +351,17 @@ void room_latency(const args& a) {
   m.notes["metrics"] =
       "both ranks keep their Prometheus figures; the decode side renders them once a second";
   print(m, a.json);
+
+  // The same with and without the guard on the CAF ports (both processes'):
+  // what reading every BASP header costs a room.
+  auto g = on_against_off("room_latency_caf_port_guard_us", "guard", pairs,
+                          [&](bool on) { return room_latency_run(a, std::nullopt, false, on); });
+  set_caf_port_guard(true);
+  g.notes["room"] = room;
+  g.notes["guard"] =
+      "actors/process/caf_port_guard: every BASP header read on the CAF ports' connections, "
+      "handshake deadline, connection caps";
+  print(g, a.json);
   if (a.has("no-tls"))
     return;
 
@@ -422,6 +445,8 @@ int run_tcp_sink_peer(const args& a) {
 }
 
 int run_prefill_rooms_peer(const args& a) {
+  if (a.has("no-caf-port-guard"))
+    set_caf_port_guard(false);
   kvferry::config cfg;
   if (auto tls = tls_of(a))
     enable_tls(cfg, *tls);

@@ -803,9 +803,10 @@ cluster_parse parse_cluster(std::string_view text, const std::string& file) {
   r.only(root, "the file",
          {"transport", "processes", "restart", "restart_backoff", "restart_backoff_max",
           "restart_limit", "deadlines", "heartbeat", "staging", "workload", "node", "instance",
-          "tls"});
+          "tls", "insecure"});
   cluster_spec c;
   c.file = file;
+  r.boolean(root, "the file", "insecure", c.insecure);
   if (auto m = read_processes(r, root, "the file"))
     c.processes = *m;
   read_restart(r, root, "the file", c.restart);

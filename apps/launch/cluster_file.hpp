@@ -155,6 +155,9 @@ struct cluster_spec {
   std::vector<instance_spec> instances;
   std::optional<workload_spec> workload;
   std::optional<tls_spec> tls;  ///< absent: plain BASP (loopback only, quietly)
+  /// `insecure = true`: a node may listen off loopback without [tls] (it
+  /// refuses to start otherwise).
+  bool insecure = false;
 
   const node_spec* find_node(std::string_view name) const;
   const instance_spec* find_instance(std::string_view name) const;

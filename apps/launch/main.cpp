@@ -340,20 +340,32 @@ int run_local(const launch_config& cfg, const cluster_spec& c) {
   return bad == 0 && !failed ? 0 : 1;
 }
 
-/// Under [tls], loads the node's certificate into `cfg`; without it, warns
-/// loudly when the node listens on anything but loopback. False when a TLS
-/// file cannot be read.
+/// Under [tls], loads the node's certificate into `cfg`. Without it, a node
+/// that listens on anything but loopback refuses to start, unless the file
+/// says `insecure = true` (then it warns loudly). False when it must not
+/// start or a TLS file cannot be read.
 bool secure_control_plane(launch_config& cfg, const cluster_spec& c) {
   auto* n = c.find_node(cfg.node);
   if (!n)
     return true;  // run_node names the error
   if (!c.tls) {
-    if (!loopback_host(n->host))
-      std::cerr << "kvferry-launch: WARNING: node " << n->name << " listens on " << n->host
-                << " with an UNAUTHENTICATED, UNENCRYPTED control plane: anyone who reaches "
-                   "its ports can register ranks and fail rooms. Add a [tls] table (deploy/"
-                   "make-certs.sh makes the certificates; docs/SECURITY.md)."
+    if (loopback_host(n->host))
+      return true;
+    if (!c.insecure) {
+      std::cerr << c.file << ": node " << n->name << " listens on " << n->host
+                << " without [tls]: its control plane would be UNAUTHENTICATED and "
+                   "UNENCRYPTED (anyone who reaches its ports could register ranks and fail "
+                   "rooms). Add a [tls] table (deploy/make-certs.sh makes the certificates; "
+                   "docs/SECURITY.md), or say insecure = true at the top of the file to run "
+                   "it so anyway."
                 << std::endl;
+      return false;
+    }
+    std::cerr << "kvferry-launch: WARNING: node " << n->name << " listens on " << n->host
+              << " with an UNAUTHENTICATED, UNENCRYPTED control plane (insecure = true): "
+                 "anyone who reaches its ports can register ranks and fail rooms. Add a [tls] "
+                 "table (deploy/make-certs.sh makes the certificates; docs/SECURITY.md)."
+              << std::endl;
     return true;
   }
   auto files = c.tls->files_of(n->name);

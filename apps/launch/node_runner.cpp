@@ -25,6 +25,7 @@
 #include "actors/log.hpp"
 #include "actors/log_json.hpp"
 #include "actors/metrics/process_figures.hpp"
+#include "actors/process/caf_port_guard.hpp"
 #include "actors/tls.hpp"
 #include "apps/common/child_process.hpp"
 #include "apps/common/host_pool.hpp"
@@ -605,6 +606,7 @@ int run_rank_child(caf::actor_system& sys, const cluster_spec& c, const node_spe
   inst.metrics = std::make_shared<metrics::registry>();
   inst.report_metrics = true;
   metrics::watch_process(*inst.metrics, {{"node", node.name}, {"process", opts.rank}});
+  watch_caf_ports(*inst.metrics, {{"node", node.name}, {"process", opts.rank}});
   if (!c.workload)
     block_stop_signals();  // main() did it before CAF's threads; again does no harm
   status_actor status;
@@ -690,6 +692,7 @@ int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& n
   auto epoch = opts.epoch_ns;  // 0: each driving process counts from its own start
   auto figures = std::make_shared<metrics::registry>();
   metrics::watch_process(*figures, {{"node", node}, {"process", "node " + node}});
+  watch_caf_ports(*figures, {{"node", node}, {"process", "node " + node}});
   for (auto& i : insts)
     i.metrics = figures;
   auto metrics_at =

@@ -3,6 +3,7 @@
 of fuzz_layout.hpp); the cluster_file seeds are TOML files kept as they are.
 Run from anywhere: python3 tests/fuzz/make_seeds.py"""
 import os
+import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MLA, HEADS, ITEM, BUFS, VERSION, RUN, STAMP = 1, 2, 4, 8, 16, 32, 64
@@ -109,3 +110,25 @@ for name, (shared, a, b, lt, pt) in cases.items():
     write("planner", name, bytes([shared]) + a + b + pt)
 write("layout", "empty", b"")
 write("planner", "empty", b"")
+
+
+# corpus/basp_frames: cap (4 bytes, little-endian), split seed, then a CAF
+# connection's bytes (BASP headers are big-endian).
+def basp(op, length, payload=b""):
+    return bytes([op, 0, 0, 0]) + struct.pack(">IQQQ", length, 0, 0, 0) + payload
+
+
+def basp_seed(cap, seed, stream):
+    return struct.pack("<I", cap) + bytes([seed]) + stream
+
+
+handshake = basp(1, 40, b"\x01" * 40)
+write("basp_frames", "handshake", basp_seed(1 << 20, 7, basp(0, 16, b"\x00" * 16) + handshake))
+write("basp_frames", "handshake_then_messages",
+      basp_seed(1 << 20, 3, handshake + basp(2, 8, b"\x02" * 8) + basp(6, 0)))
+write("basp_frames", "oversized_4gib", basp_seed(1 << 20, 1, basp(2, 0xFFFFFFFF) + b"\x5a" * 64))
+write("basp_frames", "oversized_by_one", basp_seed(1024, 9, basp(1, 1025)))
+write("basp_frames", "at_the_cap", basp_seed(1024, 5, basp(1, 1024, b"\x00" * 1024)))
+write("basp_frames", "unknown_operation", basp_seed(1 << 20, 2, basp(7, 0)))
+write("basp_frames", "partial_header", basp_seed(1 << 20, 0, basp(1, 8)[:10]))
+write("basp_frames", "payload_short", basp_seed(1 << 20, 4, basp(1, 100, b"\x01" * 60)))

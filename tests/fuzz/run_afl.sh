@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds="${FUZZ_SECONDS:-60}"
 build="${FUZZ_BUILD:-build-fuzz-afl}"
-read -r -a harnesses <<<"${FUZZ_HARNESSES:-layout planner cluster_file wire}"
+read -r -a harnesses <<<"${FUZZ_HARNESSES:-layout planner cluster_file wire basp_frames}"
 
 probe="$(mktemp -d)"
 trap 'rm -rf "$probe"' EXIT

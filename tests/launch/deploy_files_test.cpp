@@ -273,7 +273,21 @@ TEST_CASE("deploy: the Kubernetes manifests parse and match their cluster file",
     CHECK_THAT(probe, Catch::Contains("kvferry-ctl --cluster=/etc/kvferry/cluster.toml status "
                                       "--node=\"$POD_NAME\""));
     CHECK(container["volumeMounts"][0]["mountPath"].as<std::string>() == "/etc/kvferry");
+    // Under [tls]: the node's certificate comes from a Secret of its own,
+    // mounted where the file's [tls] dir says.
+    REQUIRE(c.tls);
+    bool mounted = false;
+    for (auto m : container["volumeMounts"])
+      if (m["mountPath"].as<std::string>() == c.tls->dir)
+        for (auto v : ss["spec"]["template"]["spec"]["volumes"])
+          if (v["name"].as<std::string>() == m["name"].as<std::string>() && v["secret"])
+            mounted = v["secret"]["secretName"].as<std::string>() == "kvferry-tls-" + name;
+    CHECK(mounted);
   }
+  // Every pod listens off loopback: the file has [tls] (a node refuses to
+  // start there without it) and does not say insecure.
+  CHECK(c.tls);
+  CHECK_FALSE(c.insecure);
 }
 
 TEST_CASE("deploy: the systemd unit runs as its own user, sandboxed, devices reachable",

@@ -26,6 +26,7 @@
 #include "apps/common/child_process.hpp"
 #include "apps/ctl/prometheus_text.hpp"
 #include "tests/support/free_port.hpp"
+#include "tests/support/loopback_dial.hpp"
 
 using namespace kvferry::apps;
 using namespace std::chrono_literals;
@@ -83,17 +84,11 @@ std::string temp_cluster(const std::string& text) {
 /// Sends `request` to 127.0.0.1:port and returns all it answers (until the
 /// server closes, at most 10 s).
 std::string talk(uint16_t port, const std::string& request) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int fd = kvferry::test::dial_loopback(port);
+  if (fd < 0)
+    return {};
   timeval tv{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return {};
-  }
   ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string out;
   char buf[65536];

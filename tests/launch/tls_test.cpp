@@ -12,8 +12,9 @@
 //    decode-node (its certificate's CN) at the prefill node's gateway cannot
 //    register a rank with prefill-0's bootstrap nor report a rank to
 //    prefill-node's status actor; one that proved prefill-node can report.
-//  - Without [tls], a node that listens off loopback says loudly that it is
-//    unauthenticated.
+//  - Without [tls], a node that listens off loopback refuses to start unless
+//    the file says insecure = true (then it says loudly that it is
+//    unauthenticated).
 #include <signal.h>
 #include <unistd.h>
 
@@ -335,7 +336,7 @@ TEST_CASE("tls: a certificate of one node cannot act as another", "[launch][proc
   check_run_ends_well(run, requests);
 }
 
-TEST_CASE("tls: without [tls], a node listening off loopback says it is unauthenticated",
+TEST_CASE("tls: without [tls], a node listening off loopback refuses to start, unless insecure",
           "[launch][process][tls]") {
   temp_dir tmp;
   auto file = tmp.path / "cluster.toml";
@@ -344,6 +345,18 @@ TEST_CASE("tls: without [tls], a node listening off loopback says it is unauthen
   auto at = text.find("host = \"127.0.0.1\"", text.find("name = \"decode-node\""));
   text.replace(at, 18, "host = \"0.0.0.0\"");
   std::ofstream{file} << text;
+  {
+    child_process run{{launcher, "--cluster=" + file.string(), "--node=decode-node"}};
+    int rc = run.wait(30s);
+    auto out = run.output();
+    INFO(out);
+    CHECK(rc != 0);  // refused: it did not start
+    CHECK_THAT(out, Catch::Contains("decode-node") && Catch::Contains("0.0.0.0") &&
+                        Catch::Contains("without [tls]") && Catch::Contains("insecure = true") &&
+                        Catch::Contains("deploy/make-certs.sh"));
+  }
+  // Said insecure: it starts, and says loudly what it is.
+  std::ofstream{file} << "insecure = true\n" << text;
   child_process run{{launcher, "--cluster=" + file.string(), "--node=decode-node"}};
   auto line = run.wait_for_line(
       [](const std::string& l) { return l.find("UNAUTHENTICATED") != std::string::npos; }, 30s);
@@ -351,6 +364,6 @@ TEST_CASE("tls: without [tls], a node listening off loopback says it is unauthen
   run.wait(10s);
   INFO(run.output());
   REQUIRE(line);
-  CHECK_THAT(*line, Catch::Contains("decode-node") && Catch::Contains("0.0.0.0") &&
-                        Catch::Contains("[tls]"));
+  CHECK_THAT(*line, Catch::Contains("WARNING") && Catch::Contains("decode-node") &&
+                        Catch::Contains("0.0.0.0") && Catch::Contains("insecure = true"));
 }
