@@ -3,11 +3,10 @@
 #include <chrono>
 #include <vector>
 
-#include <caf/send.hpp>
-
 #include "actors/gateway/peer_names.hpp"
 #include "actors/guard.hpp"
 #include "actors/log.hpp"
+#include "actors/process/life_notice.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/failure.hpp"
 #include "messages/life.hpp"
@@ -65,14 +64,7 @@ void leave(self_ptr self, const caf::actor_addr& addr, const std::string& reason
 /// Watches the life token of a rank registered from another process on
 /// this host: its death is known before its connection drops.
 void watch_life(self_ptr self, bootstrap_state::member& m, const life_token_ref& life) {
-  if (life.empty())
-    return;
-  caf::weak_actor_ptr weak = self->ctrl();
-  auto name = life.name;
-  if (self->state.lives.watch(life, [weak, name](bool died) {
-        if (auto strong = weak.lock())
-          caf::anon_send(caf::actor_cast<bootstrap_actor>(strong), life_ended{name, died});
-      }))
+  if (watch_life_for<bootstrap_actor>(self->state.lives, self, life))
     m.life = life.name;
 }
 

@@ -8,14 +8,13 @@
 #include <set>
 
 #include <caf/actor_cast.hpp>
-#include <caf/send.hpp>
 
 #include "actors/common/deadline_timer.hpp"
 #include "actors/common/decider_lost.hpp"
 #include "actors/decision/decider_steps.hpp"
 #include "actors/gateway/peer_names.hpp"
 #include "actors/log.hpp"
-#include "messages/life.hpp"
+#include "actors/process/life_notice.hpp"
 
 namespace kvferry {
 
@@ -55,84 +54,6 @@ void tell_sender(self_ptr self, const decision_book::room& r, bool again = false
   tell(self, caf::actor_cast<prefill_rank_actor>(self->current_sender()), v);
 }
 
-/// True when the message being handled comes from the registered decode rank
-/// at `rank`'s place; else it is dropped (what: the message, for the log).
-bool from_member(self_ptr self, const rank_ref& rank, std::string_view what) {
-  auto& m = self->state.members;
-  auto i = m.find({rank.tp, rank.pp});
-  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  if (i != m.end() && sender && i->second.address() == sender)
-    return true;
-  drop_stranger(self, who(self), what);
-  return false;
-}
-
-/// True when the message being handled comes from a registered decode rank,
-/// or from a prefill rank some room named (`rank`, when given, must be the
-/// sender's); else it is dropped.
-bool from_participant(self_ptr self, const rank_ref* rank, std::string_view what) {
-  auto& st = self->state;
-  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  if (sender) {
-    for (auto& [place, handle] : st.members)
-      if (handle.address() == sender &&
-          (!rank || (rank->tp == place.first && rank->pp == place.second)))
-        return true;
-    if (rank) {
-      if (auto p = st.prefill.find(*rank); p != st.prefill.end() && p->second.address() == sender)
-        return true;
-    } else {
-      for (auto& [r, handle] : st.prefill)
-        if (handle.address() == sender)
-          return true;
-    }
-  }
-  drop_stranger(self, who(self), what);
-  return false;
-}
-
-/// True when the current sender is a registered member or a prefill rank a
-/// join named.
-bool known_participant(self_ptr self) {
-  auto& st = self->state;
-  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  if (!sender)
-    return false;
-  for (auto& [place, handle] : st.members)
-    if (handle.address() == sender)
-      return true;
-  for (auto& [rank, handle] : st.prefill)
-    if (handle.address() == sender)
-      return true;
-  return false;
-}
-
-/// How many failures from senders not known yet the decider holds at most
-/// (the oldest goes first): a stranger's flood costs this much, no more.
-constexpr size_t max_held_failures = 256;
-
-/// Holds failure `f` from the current sender until a join names it.
-void hold_failure(self_ptr self, const room_failure& f) {
-  auto& held = self->state.held_failures;
-  if (held.size() >= max_held_failures)
-    held.pop_front();
-  held.push_back({caf::actor_cast<caf::actor_addr>(self->current_sender()), f});
-}
-
-/// The failure of room `key` that `sender` reported before it was named, if
-/// one is held (it is no longer).
-std::optional<failure> take_held_failure(self_ptr self, const caf::actor_addr& sender,
-                                         const room_key& key) {
-  auto& held = self->state.held_failures;
-  for (auto i = held.begin(); i != held.end(); ++i)
-    if (i->first == sender && i->second.key == key) {
-      auto why = std::move(i->second.why);
-      held.erase(i);
-      return why;
-    }
-  return std::nullopt;
-}
-
 /// Watches the life token of member (tp, pp) when its process is another
 /// on this host: its death is known before its connection drops.
 void watch_life(self_ptr self, std::pair<uint32_t, uint32_t> place, const life_token_ref& life) {
@@ -141,14 +62,7 @@ void watch_life(self_ptr self, std::pair<uint32_t, uint32_t> place, const life_t
     st.lives.forget(l->second);  // the incarnation it replaces
     st.member_life.erase(l);
   }
-  if (life.empty())
-    return;
-  caf::weak_actor_ptr weak = self->ctrl();
-  auto name = life.name;
-  if (st.lives.watch(life, [weak, name](bool died) {
-        if (auto strong = weak.lock())
-          caf::anon_send(caf::actor_cast<decider_actor>(strong), life_ended{name, died});
-      }))
+  if (watch_life_for<decider_actor>(st.lives, self, life))
     st.member_life[place] = life.name;
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include <caf/actor_cast.hpp>
 
@@ -40,11 +41,9 @@ void fail_rooms_of(self_ptr self, const rank_ref& gone, const failure& why) {
 /// given up; else it is still out); enough in a row and it is lost.
 void missed(self_ptr self, const rank_ref& peer, bool over) {
   auto& st = self->state;
-  // Silent for the whole silence by the clock: since the last ping it
-  // answered was sent (a SIGSTOP is seen within the silence, not a round
-  // after it).
-  // Since the last ping it answered was sent, or, never having answered,
-  // since it was first asked.
+  // Silent for the whole silence by the clock (a SIGSTOP is seen within the
+  // silence, not a round after it): since the last ping it answered was
+  // sent, or, never having answered, since it was first asked.
   auto a = st.answered_at.find(peer);
   auto f = st.first_asked.find(peer);
   auto since = a != st.answered_at.end()   ? std::optional{a->second}
@@ -217,8 +216,6 @@ void heartbeat_round(self_ptr self) {
     arm_heartbeat(self);
 }
 
-/// A monitored actor went down: a member (its rooms fail, and it is
-/// forgotten), or a prefill participant (its rooms fail).
 /// Member `m` is gone (`reason` in words; `link`: lost by its link or its
 /// process, where it may live on cut off): its rooms fail, it is missing
 /// until it registers again, and it is forgotten.
@@ -252,15 +249,18 @@ void on_life_ended(self_ptr self, const life_ended& e) {
   auto& st = self->state;
   if (!e.died)
     return;  // ended in order: its down_msg says so
-  for (auto m = st.members.begin(); m != st.members.end(); ++m) {
-    auto l = st.member_life.find(m->first);
-    if (l == st.member_life.end() || l->second != e.name)
-      continue;
-    lose_member(self, m, "its process died, seen by its life token", true, spdlog::level::warn);
-    return on_life_ended(self, e);  // a process may host several members
-  }
+  // Every member its process hosted.
+  std::vector<std::pair<uint32_t, uint32_t>> gone;
+  for (auto& [place, name] : st.member_life)
+    if (name == e.name)
+      gone.push_back(place);
+  for (auto& place : gone)
+    if (auto m = st.members.find(place); m != st.members.end())
+      lose_member(self, m, "its process died, seen by its life token", true, spdlog::level::warn);
 }
 
+/// A monitored actor went down: a member (its rooms fail, and it is
+/// forgotten), or a prefill participant (its rooms fail).
 void on_down(self_ptr self, const caf::down_msg& dm) {
   auto& st = self->state;
   for (auto m = st.members.begin(); m != st.members.end(); ++m) {

@@ -1,11 +1,14 @@
-// The steps of the decider actor, shared by its two files: the rooms
-// (decider_actor.cpp: registrations, joins, finishes, failures, verdicts) and
-// its peers (decider_peers.cpp: heartbeat rounds and leases, losing members and
-// prefill ranks, reaching prefill processes). Internal to the actor.
+// The steps of the decider actor, shared by its three files: the rooms
+// (decider_actor.cpp: registrations, joins, finishes, failures, verdicts), its
+// peers (decider_peers.cpp: heartbeat rounds and leases, losing members and
+// prefill ranks, reaching prefill processes) and who may send it what
+// (decider_senders.cpp). Internal to the actor.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "actors/decision/decider_actor.hpp"
 #include "actors/guard.hpp"
@@ -52,5 +55,27 @@ void on_life_ended(self_ptr self, const life_ended& e);
 
 /// Connects to the process of each prefill rank asked for, each once.
 caf::result<reach_peers> reach(self_ptr self, reach_peers& ask);
+
+// -- who may send what (decider_senders.cpp) --------------------------------------
+
+/// True when the message being handled comes from the registered decode rank
+/// at `rank`'s place; else it is dropped (what: the message, for the log).
+bool from_member(self_ptr self, const rank_ref& rank, std::string_view what);
+
+/// True when the current sender is a registered member or a prefill rank a
+/// join named (`rank`, when given, must be the sender's own place or name).
+bool known_participant(self_ptr self, const rank_ref* rank = nullptr);
+
+/// known_participant(), or the message is dropped and counted.
+bool from_participant(self_ptr self, const rank_ref* rank, std::string_view what);
+
+/// Holds failure `f` of a live room from the current sender, no participant
+/// yet, until a join names it (at most 256, the oldest dropped first).
+void hold_failure(self_ptr self, const room_failure& f);
+
+/// The failure of room `key` that `sender` reported before a join named it,
+/// if one is held (it is no longer).
+std::optional<failure> take_held_failure(self_ptr self, const caf::actor_addr& sender,
+                                         const room_key& key);
 
 }  // namespace kvferry::decider_steps
