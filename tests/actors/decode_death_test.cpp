@@ -77,6 +77,23 @@ void nothing_held(instance_fixture& f, const std::set<size_t>& dead_decode,
   CHECK(instance_fixture::state_of<decider_state>(f.dec).book.size() == 0u);
 }
 
+/// Once the struck rank's new process is in: a room opened on every rank
+/// succeeds, byte for byte, and nothing of it is held after.
+void serves_again(instance_fixture& f) {
+  auto back = f.open_room(5, {1, 3}, {9, 10}, 4, 4, 1);
+  f.sched.run();
+  for (auto& s : back.senders)
+    CHECK(s.poll() == kv_poll::success);
+  for (size_t k = 0; k < f.decode.size(); ++k) {
+    CHECK(back.receivers[k].poll() == kv_poll::success);
+    CHECK(f.decode[k].pool->holds_room(f.seed, 5, {9, 10}, 4));
+  }
+  back.senders.clear();
+  back.receivers.clear();
+  f.pass(f.limits.decider_silence());
+  nothing_held(f, {});
+}
+
 /// The whole life of one decode rank's death on prefill TP `ptp` -> decode TP
 /// `dtp`: a room in flight, the kill, rooms while it is away, the restart.
 void decode_rank_dies(instance_fixture& f, uint32_t ptp, uint32_t dtp, size_t victim) {
@@ -138,18 +155,7 @@ void decode_rank_dies(instance_fixture& f, uint32_t ptp, uint32_t dtp, size_t vi
   // takes rooms again, byte for byte.
   f.replace_decode_rank(victim, dtp, 1);
   f.sched.run();
-  auto back = f.open_room(5, {1, 3}, {9, 10}, 4, 4, 1);
-  f.sched.run();
-  for (auto& s : back.senders)
-    CHECK(s.poll() == kv_poll::success);
-  for (size_t k = 0; k < f.decode.size(); ++k) {
-    CHECK(back.receivers[k].poll() == kv_poll::success);
-    CHECK(f.decode[k].pool->holds_room(f.seed, 5, {9, 10}, 4));
-  }
-  back.senders.clear();
-  back.receivers.clear();
-  f.pass(f.limits.decider_silence());
-  nothing_held(f, {});
+  serves_again(f);
 }
 
 }  // namespace
@@ -234,18 +240,7 @@ void prefill_rank_dies_staged(instance_fixture& f, uint32_t ptp, uint32_t dtp, s
   nothing_held(f, {}, {victim});
   f.replace_prefill_rank(victim, ptp, 1);
   f.sched.run();
-  auto back = f.open_room(5, {1, 3}, {9, 10}, 4, 4, 1);
-  f.sched.run();
-  for (auto& s : back.senders)
-    CHECK(s.poll() == kv_poll::success);
-  for (size_t k = 0; k < f.decode.size(); ++k) {
-    CHECK(back.receivers[k].poll() == kv_poll::success);
-    CHECK(f.decode[k].pool->holds_room(f.seed, 5, {9, 10}, 4));
-  }
-  back.senders.clear();
-  back.receivers.clear();
-  f.pass(f.limits.decider_silence());
-  nothing_held(f, {});
+  serves_again(f);
 }
 
 }  // namespace

@@ -103,6 +103,22 @@ int64_t wall_ns() {
       .count();
 }
 
+/// True once the log of the second decode node says it concluded 5 rooms
+/// with Success (within 60 s).
+bool serving(const std::string& victim_log) {
+  static const std::regex progress{
+      R"(progress: decode-1: \d+/\d+ rooms concluded \((\d+) Success)"};
+  for (auto until = std::chrono::steady_clock::now() + 60s;
+       std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(200ms);
+    auto log = slurp(victim_log);
+    for (std::sregex_iterator i{log.begin(), log.end(), progress}, end; i != end; ++i)
+      if (std::stoul((*i)[1]) >= 5)
+        return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("three network namespaces: a killed decode node fails only its own rooms",
@@ -121,16 +137,7 @@ TEST_CASE("three network namespaces: a killed decode node fails only its own roo
 
   // Wait until the second decode instance has concluded rooms with Success.
   auto victim_log = state + "/decode-node-1.log";
-  static const std::regex progress{
-      R"(progress: decode-1: \d+/\d+ rooms concluded \((\d+) Success)"};
-  bool running = false;
-  for (auto until = std::chrono::steady_clock::now() + 60s;
-       !running && std::chrono::steady_clock::now() < until;) {
-    std::this_thread::sleep_for(200ms);
-    auto log = slurp(victim_log);
-    for (std::sregex_iterator i{log.begin(), log.end(), progress}, end; i != end; ++i)
-      running = running || std::stoul((*i)[1]) >= 5;
-  }
+  bool running = serving(victim_log);
   INFO(slurp(state + "/prefill-node.log"));
   INFO(slurp(victim_log));
   REQUIRE(running);
@@ -233,16 +240,7 @@ TEST_CASE("three network namespaces: a link cut and healed costs only the rooms 
   REQUIRE(up_rc == 0);
 
   auto victim_log = state + "/decode-node-1.log";
-  static const std::regex progress{
-      R"(progress: decode-1: \d+/\d+ rooms concluded \((\d+) Success)"};
-  bool running = false;
-  for (auto until = std::chrono::steady_clock::now() + 60s;
-       !running && std::chrono::steady_clock::now() < until;) {
-    std::this_thread::sleep_for(200ms);
-    auto log = slurp(victim_log);
-    for (std::sregex_iterator i{log.begin(), log.end(), progress}, end; i != end; ++i)
-      running = running || std::stoul((*i)[1]) >= 5;
-  }
+  bool running = serving(victim_log);
   REQUIRE(running);
 
   auto cut_at = wall_ns();
