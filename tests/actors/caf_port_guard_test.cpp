@@ -228,13 +228,12 @@ TEST_CASE("a CAF port closes a connection that does not finish its handshake in 
   CHECK(s.serves());  // a real peer completes its handshake well within it
 }
 
-TEST_CASE("a CAF port refuses connections beyond its caps at once, and serves after",
-          "[process][guard]") {
-  auto l = caf_port_limits_now();
-  l.per_source = 16;
+/// With `l` (a cap of 16), 40 connections at once: the 24 beyond the cap are
+/// refused at once and counted in `counter`; the port serves after.
+void refuses_beyond_cap(caf_port_limits l, uint64_t caf_port_refusals::*counter) {
   limits_for_test scoped{l};
   served_port s;
-  auto over = caf_port_refusals_now().over_source_cap;
+  auto over = caf_port_refusals_now().*counter;
   std::vector<int> fds;
   for (int i = 0; i < 40; ++i)
     if (int fd = connect_to(s.port); fd >= 0)
@@ -244,13 +243,65 @@ TEST_CASE("a CAF port refuses connections beyond its caps at once, and serves af
   for (int fd : fds)
     closed += closed_within(fd, 300ms) ? 1 : 0;
   CHECK(closed >= 24);  // all beyond the 16 held ones
-  CHECK(caf_port_refusals_now().over_source_cap - over >= 24);
+  CHECK(caf_port_refusals_now().*counter - over >= 24);
   for (int fd : fds)
     ::close(fd);
   // The held ones are closed by the client now; their places come free.
   for (int i = 0; i < 50 && caf_port_connections_now() > 0; ++i)
     std::this_thread::sleep_for(20ms);
   CHECK(s.serves());
+}
+
+TEST_CASE("a CAF port refuses connections beyond the cap per source at once, and serves after",
+          "[process][guard]") {
+  auto l = caf_port_limits_now();
+  l.per_source = 16;
+  refuses_beyond_cap(l, &caf_port_refusals::over_source_cap);
+}
+
+TEST_CASE("a CAF port refuses connections beyond the cap in all at once, and serves after",
+          "[process][guard]") {
+  auto l = caf_port_limits_now();
+  l.total = 16;
+  refuses_beyond_cap(l, &caf_port_refusals::over_total_cap);
+}
+
+TEST_CASE("a CAF client closes a connection whose peer declares 4 GiB, before CAF allocates it",
+          "[process][guard]") {
+  // A stranger's listener that answers a connection with a server handshake
+  // declaring 4 GiB: the client's side is no guarded port, so libcaf_io's
+  // own header check (caf::io::basp::valid, taken over) is what refuses it -
+  // the one check the Python binding keeps.
+  auto listening = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listening, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(listening, 4) == 0);
+  socklen_t len = sizeof a;
+  ::getsockname(listening, reinterpret_cast<sockaddr*>(&a), &len);
+  std::thread stranger{[listening] {
+    int fd = ::accept(listening, nullptr, nullptr);
+    if (fd < 0)
+      return;
+    auto h = header(0, 0xFFFFFFFFu);
+    h.resize(h.size() + 1024, 0x5A);
+    send_all(fd, h.data(), h.size());
+    closed_within(fd, 5000ms);  // held until the client goes
+    ::close(fd);
+  }};
+  auto before = rss_kib();
+  auto refused = caf_port_refusals_now().oversized;
+  {
+    config cfg;
+    caf::actor_system sys{cfg};
+    auto remote = sys.middleman().remote_actor("127.0.0.1", ntohs(a.sin_port));
+    CHECK_FALSE(remote);  // no node behind it
+  }
+  stranger.join();
+  ::close(listening);
+  CHECK(caf_port_refusals_now().oversized - refused == 1u);
+  CHECK(rss_kib() - before < 64 * 1024);
 }
 
 TEST_CASE("under TLS, a holder of the cluster's certificate meets the same payload cap",
