@@ -38,9 +38,12 @@ status send_reply(int fd, uint32_t magic, uint64_t seq, const status& st, const 
 void serve(int fd, fence_table& fences, const std::string& sender, const backend_part& part) {
   std::deque<admitted_batch> admitted;
   std::vector<op_header> ops;
+  // What the batch held goes before its fence opens: verbs invalidates the
+  // batch's memory windows in unpin, so a fence reported closed has no
+  // window left that writes into it.
   auto release = [&](admitted_batch& b) {
-    fences.leave(b.fence);
     part.unpin(b.regions);
+    fences.leave(b.fence);
   };
   auto muted = [&] { return part.muted != nullptr && part.muted->load(); };
   for (;;) {

@@ -4,7 +4,7 @@
 // regions, answer each begin in order, release a batch at its end, and once
 // the connection is over release what it still held. What a backend adds
 // comes in as callables: how its regions are checked and pinned, what it
-// sends with a reply (shm: memfd grants before it; verbs: region_info
+// sends with a reply (shm: memfd grants before it; verbs: op_grant
 // records after it), and what must stop before an admitted batch is released
 // (shm: the peer's copies; verbs: the queue pair).
 #pragma once
@@ -59,12 +59,12 @@ struct backend_part {
 /// the connection ends, the sender breaks the protocol (an unknown magic, more
 /// than max_ops_per_batch ops, an end that is not for the oldest admitted
 /// batch) or an answer cannot be sent; then quiesce() and release every batch
-/// still admitted (its fence left, its regions unpinned).
+/// still admitted (its regions unpinned, then its fence left).
 void serve(int fd, fence_table& fences, const std::string& sender, const backend_part& part);
 
 /// Sends a reply with `magic` on batch `seq`: `st`'s code and message (at
 /// most max_reply_message bytes of it), then `n_records` records of
-/// `record_size` bytes at `records` (counted in n_regions: verbs' region_info).
+/// `record_size` bytes at `records` (counted in n_regions: verbs' op_grant).
 status send_reply(int fd, uint32_t magic, uint64_t seq, const status& st,
                   const void* records = nullptr, uint32_t n_records = 0, size_t record_size = 0);
 

@@ -9,7 +9,7 @@
 //                       written frame{end}
 //   receiver → sender:  per begun batch, in order: reply{code} + message
 //                       (+ what the backend adds: shm's grants before it,
-//                       verbs' region_info × n_regions after it); per end,
+//                       verbs' op_grant per op after it); per end,
 //                       reply{released}: the batch no longer holds its fence
 //
 // Each backend has its own magic numbers ("KV", its letter, the message's
@@ -71,7 +71,7 @@ struct reply {
   uint8_t reserved[3] = {0, 0, 0};
   uint64_t seq = 0;
   uint32_t message_len = 0;  ///< bytes of message that follow, at most max_reply_message
-  uint32_t n_regions = 0;    ///< verbs: region_info records after the message; shm: 0
+  uint32_t n_regions = 0;    ///< verbs: op_grant records (one per op) after the message; shm: 0
 };
 
 static_assert(sizeof(frame) == 32);

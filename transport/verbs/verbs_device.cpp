@@ -101,6 +101,13 @@ result<std::shared_ptr<device>> open_device(const std::string& name, uint8_t por
   if (dev->pd == nullptr)
     return fail("ibv_alloc_pd");
   dev->device_memory = peer_memory_loaded();
+  if ((attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0) {
+    // Some providers report the flag but have no alloc_mw: try one.
+    if (ibv_mw* probe = ::ibv_alloc_mw(dev->pd, IBV_MW_TYPE_2); probe != nullptr) {
+      ::ibv_dealloc_mw(probe);
+      dev->memory_windows = true;
+    }
+  }
   return dev;
 }
 

@@ -33,6 +33,9 @@ struct device {
   /// GPUDirect RDMA: a peer-memory client (nvidia_peermem) is loaded, so
   /// ibv_reg_mr accepts device pointers.
   bool device_memory = false;
+  /// Type-2B memory windows: the device says so and one could be allocated
+  /// (verbs_options::windows).
+  bool memory_windows = false;
 
   device() = default;
   device(const device&) = delete;

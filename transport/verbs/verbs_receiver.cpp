@@ -3,42 +3,56 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <set>
+#include <deque>
+#include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "transport/base/admission_server.hpp"
 #include "transport/base/wire_hello.hpp"
 #include "transport/verbs/verbs_qp.hpp"
+#include "transport/verbs/verbs_windows.hpp"
 #include "transport/verbs/verbs_wire.hpp"
+#include "transport/verbs/window_plan.hpp"
 
 namespace kvferry::transport::verbs {
 
-result<std::unique_ptr<verbs_receiver>> verbs_receiver::start(std::shared_ptr<device> dev,
-                                                              const std::string& host,
-                                                              uint16_t port, verbs_regions& regions,
-                                                              fence_table& fences,
-                                                              const peer_key& key) {
+namespace {
+
+/// Binds and invalidations a receiver's queue pair has outstanding at once.
+constexpr uint32_t max_window_requests = 256;
+
+struct cq_deleter {
+  void operator()(ibv_cq* cq) const {
+    if (cq != nullptr)
+      ::ibv_destroy_cq(cq);
+  }
+};
+
+}  // namespace
+
+result<std::unique_ptr<verbs_receiver>> verbs_receiver::start(
+    std::shared_ptr<device> dev, const std::string& host, uint16_t port, verbs_regions& regions,
+    fence_table& fences, const peer_key& key, window_limits limits) {
   auto listening = listen_on(host, port);
   if (!listening.ok())
     return listening.error();
-  ibv_cq* cq = ::ibv_create_cq(dev->context, 16, nullptr, nullptr, 0);
-  if (cq == nullptr)
-    return status::io_error("verbs: ibv_create_cq for the receiver on " + dev->name + " failed");
   auto [fd, bound] = std::move(listening).value();
   return std::unique_ptr<verbs_receiver>{
-      new verbs_receiver(std::move(dev), cq, std::move(fd), host, bound, regions, fences, key)};
+      new verbs_receiver(std::move(dev), std::move(fd), host, bound, regions, fences, key, limits)};
 }
 
-verbs_receiver::verbs_receiver(std::shared_ptr<device> dev, ibv_cq* cq, socket_fd listener,
+verbs_receiver::verbs_receiver(std::shared_ptr<device> dev, socket_fd listener,
                                const std::string& host, uint16_t port, verbs_regions& regions,
-                               fence_table& fences, const peer_key& key)
+                               fence_table& fences, const peer_key& key, window_limits limits)
     : dev_(std::move(dev)),
-      cq_(cq),
       regions_(regions),
       fences_(fences),
       key_(key),
+      limits_(limits),
       listener_(std::move(listener)),
       port_(port),
       endpoint_(format_endpoint("verbs", host, port)) {
@@ -50,7 +64,6 @@ verbs_receiver::~verbs_receiver() {
   listener_.shutdown();
   acceptor_.join();
   conns_.stop();
-  ::ibv_destroy_cq(cq_);
 }
 
 void verbs_receiver::accept_loop() {
@@ -67,7 +80,15 @@ void verbs_receiver::serve(connection& conn) {
   if (!conns_.greet(conn, h, max_name, key_, endpoint_))
     return;
   const std::string sender = conn.sender;  // set by greet(), fixed from now on
-  auto qp = make_rc_qp(*dev_, cq_, 1, 1);
+  const bool windows = regions_.windows();
+  // Its own completion queue, polled only by this thread (the window binds'
+  // and invalidations'); declared first, so it is destroyed last.
+  const uint32_t depth = windows ? std::min(dev_->max_qp_wr, max_window_requests) : 1;
+  std::unique_ptr<ibv_cq, cq_deleter> cq{
+      ::ibv_create_cq(dev_->context, static_cast<int>(depth + 1), nullptr, nullptr, 0)};
+  if (!cq)
+    return;
+  auto qp = make_rc_qp(*dev_, cq.get(), depth, 1);
   if (!qp.ok())
     return;
   hello reply;
@@ -79,8 +100,15 @@ void verbs_receiver::serve(connection& conn) {
     if (!write_all(fd, iov).ok())
       return;
   }
-  std::set<region_id> told;       // regions whose addr/rkey this sender has
-  std::vector<region_info> news;  // what the next reply tells
+  // Declared after the queue pair: its windows are freed before it goes.
+  std::optional<window_pool> pool;
+  if (windows)
+    pool.emplace(dev_->pd, **qp, cq.get(), depth, limits_.per_connection);
+  bool qp_broken = false;
+  std::vector<op_grant> grants;  // what the next reply tells, one per op
+  // The windows of each admitted batch, in admission order: serve() releases
+  // batches in that order (each end is for the oldest; the rest at the end).
+  std::deque<std::vector<bound_window>> held;
   admission::backend_part part;
   part.wire = admission_magics;
   part.check = [&](const admission::begun_batch& b) -> status {
@@ -89,33 +117,73 @@ void verbs_receiver::serve(connection& conn) {
     regions_.pin(b.regions);
     auto refuse = [&](status why) {
       regions_.unpin(b.regions);
-      news.clear();
+      grants.clear();
       return why;
     };
-    for (auto& op : b.ops) {
-      auto dst = regions_.find(op.region, op.offset, op.length, "receiver");
-      if (!dst.ok())
-        return refuse(dst.error());
-    }
+    std::map<region_id, region_extent> extents;
+    std::map<region_id, mr_span> mrs;
     for (auto id : b.regions) {
-      if (told.count(id) != 0)
-        continue;
       auto length = regions_.length_of(id);
       auto whole = regions_.find(id, 0, length, "receiver");
       if (!whole.ok())
         return refuse(whole.error());
-      news.push_back(region_info{id, whole->rkey, reinterpret_cast<uint64_t>(whole->addr), length});
+      extents[id] = region_extent{reinterpret_cast<uint64_t>(whole->addr), length};
+      mrs[id] = *whole;
     }
-    for (auto& r : news)
-      told.insert(r.region);
+    auto plan = plan_windows(b.ops, extents, windows ? limits_.per_batch : UINT32_MAX);
+    if (!plan.ok())
+      return refuse(plan.error());
+    grants.assign(b.ops.size(), op_grant{});
+    if (!windows) {
+      for (size_t k = 0; k < b.ops.size(); ++k)
+        if (plan->targets[k].window != op_target::no_window)
+          grants[k] = op_grant{plan->targets[k].addr, mrs[b.ops[k].region].rkey};
+      held.emplace_back();
+      return {};
+    }
+    std::vector<window_span> spans;
+    spans.reserve(plan->windows.size());
+    for (auto& w : plan->windows)
+      spans.push_back(window_span{mrs[w.region].mr, w.addr, w.length});
+    auto bound = pool->bind(spans);
+    if (!bound.ok()) {
+      // A device failure (not the limit): the queue pair may be broken, so
+      // the connection ends; the sender reconnects with a new one.
+      if (bound.error().error_code() != code::invalid_argument)
+        conn.fd.shutdown();
+      return refuse(bound.error());
+    }
+    for (size_t k = 0; k < b.ops.size(); ++k)
+      if (auto w = plan->targets[k].window; w != op_target::no_window)
+        grants[k] = op_grant{plan->targets[k].addr, (*bound)[w].rkey};
+    held.push_back(std::move(bound).value());
     return {};
   };
   part.answer = [&](uint64_t seq, const status& reply) {
-    return admission::send_reply(fd, reply_magic, seq, reply, std::exchange(news, {}));
+    return admission::send_reply(fd, reply_magic, seq, reply, std::exchange(grants, {}));
   };
-  part.unpin = [&](const std::vector<region_id>& ids) { regions_.unpin(ids); };
+  part.unpin = [&](const std::vector<region_id>& ids) {
+    // The sender's access ends before the regions may go: its windows are
+    // invalidated (or, where the queue pair is broken, freed) first.
+    if (!held.empty()) {
+      auto windows_of_batch = std::move(held.front());
+      held.pop_front();
+      if (pool && !windows_of_batch.empty()) {
+        if (qp_broken) {
+          pool->retire(windows_of_batch);
+        } else if (!pool->invalidate(windows_of_batch).ok()) {
+          break_qp(**qp);
+          qp_broken = true;
+        }
+      }
+    }
+    regions_.unpin(ids);
+  };
   // Nothing of an admitted batch may land once it is released.
-  part.quiesce = [&] { break_qp(**qp); };
+  part.quiesce = [&] {
+    break_qp(**qp);
+    qp_broken = true;
+  };
   admission::serve(fd, fences_, sender, part);
 }
 

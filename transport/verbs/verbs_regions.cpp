@@ -15,7 +15,8 @@ result<region_id> verbs_regions::add(void* base, uint64_t length, memory_kind ki
   auto id = table_.add(base, length, kind);
   if (!id.ok())
     return id;
-  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  int access =
+      IBV_ACCESS_LOCAL_WRITE | (windows_ ? int{IBV_ACCESS_MW_BIND} : int{IBV_ACCESS_REMOTE_WRITE});
   ibv_mr* mr = ::ibv_reg_mr(dev_->pd, base, length, access);
   if (mr == nullptr) {
     int err = errno;
@@ -61,7 +62,7 @@ result<mr_span> verbs_regions::find(region_id id, uint64_t offset, uint64_t leng
   if (i == mrs_.end())
     return status::unknown_region(std::string{what} + " region " + std::to_string(id) +
                                   " is not registered");
-  return mr_span{*addr, i->second->lkey, i->second->rkey};
+  return mr_span{*addr, i->second->lkey, i->second->rkey, i->second};
 }
 
 void verbs_regions::pin(const std::vector<region_id>& ids) {

@@ -21,9 +21,6 @@ constexpr uint32_t max_depth = 1024;        // send work requests per queue pair
 constexpr uint32_t max_sges = 16;           // scatter/gather entries per work request
 constexpr uint64_t max_piece = 1ull << 30;  // bytes per entry (and per work request)
 
-/// The receiver's regions, as it advertised them on one connection.
-using remote_map = std::map<region_id, region_info>;
-
 struct wr_plan {
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
@@ -286,33 +283,26 @@ void verbs_sender::worker_loop() {
 }
 
 verbs_sender::posted verbs_sender::write(std::unique_lock<std::mutex>& held, uint64_t seq,
-                                         uint64_t generation, const remote_map& remote,
+                                         uint64_t generation, const std::vector<op_grant>& grants,
                                          status& broken_why) {
   auto i = pending_.find(seq);
   if (i == pending_.end())
     return posted::nothing;
   auto& p = i->second;
-  // Every op against what the receiver advertised, before anything is posted.
+  // Each op writes where the receiver granted it, with the rkey it was told
+  // for it (a memory window's over that op's bytes, or the region's).
   std::vector<wr_plan> plan;
   std::vector<ibv_sge> sges;
-  const region_info* last_region = nullptr;
+  uint32_t last_rkey = 0;
   uint64_t last_remote_end = 0;
   for (size_t k = 0; k < p.batch.ops.size(); ++k) {
     auto& op = p.batch.ops[k];
-    auto r = remote.find(op.remote);
-    if (r == remote.end()) {
-      p.result = status::unknown_region(peer() + ": remote region " + std::to_string(op.remote) +
-                                        " was not advertised by the receiver (write of " +
-                                        std::to_string(op.length) + " B at offset " +
-                                        std::to_string(op.remote_offset) + ")");
-      return posted::nothing;
-    }
-    auto& reg = r->second;
-    if (op.remote_offset > reg.length || op.length > reg.length - op.remote_offset) {
-      p.result = status::out_of_bounds(peer() + ": write of " + std::to_string(op.length) +
-                                       " B at offset " + std::to_string(op.remote_offset) +
-                                       " past remote region " + std::to_string(op.remote) + " (" +
-                                       std::to_string(reg.length) + " B)");
+    auto& grant = grants[k];
+    if (op.length > UINT64_MAX - grant.addr) {
+      p.result = status::protocol_error(peer() + ": the receiver granted op " + std::to_string(k) +
+                                        " (" + std::to_string(op.length) + " B) at address " +
+                                        std::to_string(grant.addr) +
+                                        ", which wraps around the address space");
       return posted::nothing;
     }
     // Coalesce: a piece that continues the previous one at the remote side
@@ -322,8 +312,9 @@ verbs_sender::posted verbs_sender::write(std::unique_lock<std::mutex>& held, uin
     while (done < op.length) {
       uint64_t len = std::min(op.length - done, max_piece);
       auto* src = p.src[k].addr + done;
-      uint64_t dst = reg.addr + op.remote_offset + done;
-      bool joins = !plan.empty() && last_region == &reg && last_remote_end == dst &&
+      uint64_t dst = grant.addr + done;
+      // Same rkey and contiguous: inside one window (ops that touch share one).
+      bool joins = !plan.empty() && last_rkey == grant.rkey && last_remote_end == dst &&
                    plan.back().bytes + len <= max_piece;
       if (joins) {
         auto& back = sges.back();
@@ -341,11 +332,11 @@ verbs_sender::posted verbs_sender::write(std::unique_lock<std::mutex>& held, uin
       if (joins) {
         plan.back().bytes += len;
       } else {
-        plan.push_back(wr_plan{dst, reg.rkey, sges.size(), 1, len});
+        plan.push_back(wr_plan{dst, grant.rkey, sges.size(), 1, len});
         sges.push_back(
             ibv_sge{reinterpret_cast<uint64_t>(src), static_cast<uint32_t>(len), p.src[k].lkey});
       }
-      last_region = &reg;
+      last_rkey = grant.rkey;
       last_remote_end = dst + len;
       done += len;
     }
@@ -395,21 +386,27 @@ verbs_sender::posted verbs_sender::write(std::unique_lock<std::mutex>& held, uin
 }
 
 void verbs_sender::reader_loop(int fd, uint64_t generation) {
-  remote_map remote;
   std::string message;
-  std::vector<region_info> regions;
+  std::vector<op_grant> grants;
   for (;;) {
     reply v;
     auto st = read_exact(fd, &v, sizeof(v));
+    // Bounded before anything is sized by it; that it matches the batch's
+    // op count is checked below, against the batch.
     if (st.ok() && ((v.magic != reply_magic && v.magic != released_magic) ||
-                    v.message_len > max_reply_message || v.n_regions > max_regions_per_reply))
-      st = status::protocol_error("malformed reply");
+                    v.message_len > max_reply_message || v.n_regions > max_ops_per_batch ||
+                    (v.magic == released_magic && v.n_regions != 0)))
+      st = status::protocol_error("malformed reply (magic " + std::to_string(v.magic) + ", " +
+                                  std::to_string(v.message_len) + " B of message, at most " +
+                                  std::to_string(max_reply_message) + ", " +
+                                  std::to_string(v.n_regions) + " op grants, at most " +
+                                  std::to_string(max_ops_per_batch) + ")");
     if (st.ok()) {
       message.resize(v.message_len);
-      regions.resize(v.n_regions);
+      grants.resize(v.n_regions);
       st = read_exact(fd, message.data(), message.size());
       if (st.ok())
-        st = read_exact(fd, regions.data(), regions.size() * sizeof(region_info));
+        st = read_exact(fd, grants.data(), grants.size() * sizeof(op_grant));
     }
     if (!st.ok()) {
       drop(generation, st.error_code() == code::protocol_error
@@ -417,8 +414,6 @@ void verbs_sender::reader_loop(int fd, uint64_t generation) {
                            : status::connection_lost(peer() + ": " + st.message()));
       return;
     }
-    for (auto& r : regions)
-      remote[r.region] = r;
     if (v.magic == released_magic) {
       status result;
       {
@@ -438,6 +433,12 @@ void verbs_sender::reader_loop(int fd, uint64_t generation) {
       return;
     }
     if (!result->ok()) {
+      if (!grants.empty()) {
+        drop(generation,
+             status::protocol_error(peer() + ": refusal of batch seq " + std::to_string(v.seq) +
+                                    " carries " + std::to_string(grants.size()) + " op grants"));
+        return;
+      }
       // Refused: the receiver holds nothing of it; no end is sent.
       finish(v.seq, std::move(*result));
       continue;
@@ -446,13 +447,22 @@ void verbs_sender::reader_loop(int fd, uint64_t generation) {
     posted outcome;
     {
       std::unique_lock guard{mu_};
-      if (pending_.count(v.seq) == 0) {
+      auto p = pending_.find(v.seq);
+      if (p == pending_.end()) {
         guard.unlock();
         drop(generation, status::protocol_error(peer() + ": reply for batch seq " +
                                                 std::to_string(v.seq) + " that was not begun"));
         return;
       }
-      outcome = write(guard, v.seq, generation, remote, broken);
+      if (auto ops = p->second.batch.ops.size(); grants.size() != ops) {
+        guard.unlock();
+        drop(generation,
+             status::protocol_error(peer() + ": reply for batch seq " + std::to_string(v.seq) +
+                                    " grants " + std::to_string(grants.size()) +
+                                    " ops, expected its " + std::to_string(ops) + " ops"));
+        return;
+      }
+      outcome = write(guard, v.seq, generation, grants, broken);
     }
     if (outcome == posted::broken) {
       drop(generation, broken);

@@ -1,8 +1,10 @@
 // The sending half of the verbs backend: one side channel and one RC queue
 // pair to one peer. A worker thread takes batches in post order, checks their
 // local ops and asks the receiver to admit them (begin); a reader thread takes
-// the receiver's replies, checks every op against the regions the receiver
-// advertised and posts the batch as linked RDMA WRITE work requests, coalesced
+// the receiver's replies, which name for each op the remote address and rkey
+// to write with (a memory window's over exactly the batch's bytes, or the
+// region's: verbs_options::windows), and posts the batch as linked RDMA WRITE
+// work requests, coalesced
 // and selectively signalled; a completion thread sleeps on the completion
 // channel, and on a batch's last completion tells the receiver it is done
 // (end). The batch completes when the receiver released it. An error
@@ -69,12 +71,13 @@ class verbs_sender {
   void completion_loop();
   bool ensure_connected(write_batch& first);
   status handshake(int fd);
-  /// Checks batch `seq`'s ops against the regions the receiver advertised and
-  /// posts its writes (waiting, under `held`, for room on the send queue).
+  /// Posts batch `seq`'s writes where the receiver granted them, `grants`
+  /// (one per op, as many as the batch has: checked by the caller), waiting,
+  /// under `held`, for room on the send queue.
   /// nothing: no write to post, or a refusal (then in the batch's result).
   enum class posted { all, nothing, broken };
   posted write(std::unique_lock<std::mutex>& held, uint64_t seq, uint64_t generation,
-               const std::map<region_id, region_info>& remote, status& broken_why);
+               const std::vector<op_grant>& grants, status& broken_why);
   status send_frame(uint32_t magic, uint64_t seq, uint64_t fence,
                     const std::vector<op_header>& headers);
   void drop(uint64_t generation, const status& why);

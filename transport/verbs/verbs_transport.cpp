@@ -1,5 +1,9 @@
 #include "transport/verbs/verbs_transport.hpp"
 
+#include <iostream>
+#include <mutex>
+#include <string>
+
 #include "transport/base/fence_table.hpp"
 #include "transport/base/peer_senders.hpp"
 #include "transport/verbs/verbs_device.hpp"
@@ -25,17 +29,46 @@ result<host_port> parse_endpoint(const std::string& endpoint) {
   return where;
 }
 
+/// Whether regions are written through memory windows only, from
+/// verbs_options::windows and what `dev` can do.
+result<bool> use_windows(const verbs_options& own, const device& dev) {
+  if (own.windows == windows_mode::off)
+    return false;
+  if (own.max_windows_per_batch == 0 || own.max_windows_per_connection < own.max_windows_per_batch)
+    return status::invalid_argument(
+        "verbs: max_windows_per_batch " + std::to_string(own.max_windows_per_batch) +
+        " and max_windows_per_connection " + std::to_string(own.max_windows_per_connection) +
+        ", expected 0 < per batch <= per connection");
+  if (dev.memory_windows)
+    return true;
+  std::string why = "device " + dev.name +
+                    " has no type-2B memory windows (device_cap_flags lacks "
+                    "IBV_DEVICE_MEM_WINDOW_TYPE_2B, or ibv_alloc_mw failed)";
+  if (own.windows == windows_mode::required)
+    return status::invalid_argument("verbs: " + why + ", and verbs_options::windows is required");
+  static std::once_flag warned;
+  std::call_once(warned, [&] {
+    std::cerr << "kvferry: warning: verbs: " << why
+              << ": senders are told whole regions' rkeys and can write anywhere in a region "
+                 "they were granted once (verbs_options::windows = preferred)"
+              << std::endl;
+  });
+  return false;
+}
+
 class verbs_transport final : public transport {
  public:
-  verbs_transport(std::shared_ptr<device> dev, std::string host, bool trust)
+  verbs_transport(std::shared_ptr<device> dev, std::string host, bool trust, bool windows,
+                  window_limits limits)
       : dev_(std::move(dev)),
         host_(std::move(host)),
-        regions_(dev_),
+        limits_(limits),
+        regions_(dev_, windows),
         fences_(trust),
         key_(!trust) {}
 
   status listen(uint16_t port) {
-    auto r = verbs_receiver::start(dev_, host_, port, regions_, fences_, key_);
+    auto r = verbs_receiver::start(dev_, host_, port, regions_, fences_, key_, limits_);
     if (!r.ok())
       return r.error();
     receiver_ = std::move(r).value();
@@ -108,6 +141,7 @@ class verbs_transport final : public transport {
  private:
   std::shared_ptr<device> dev_;
   const std::string host_;
+  const window_limits limits_;
   verbs_regions regions_;
   fence_table fences_;
   const peer_key key_;
@@ -122,8 +156,12 @@ result<std::unique_ptr<transport>> make_verbs_transport(const options& opts) {
   auto dev = open_device(own.device, own.port, own.gid_index);
   if (!dev.ok())
     return dev.error();
-  auto t = std::make_unique<verbs_transport>(std::move(dev).value(), opts.listen_host,
-                                             opts.trust_every_peer);
+  auto windows = use_windows(own, **dev);
+  if (!windows.ok())
+    return windows.error();
+  auto t = std::make_unique<verbs_transport>(
+      std::move(dev).value(), opts.listen_host, opts.trust_every_peer, *windows,
+      window_limits{own.max_windows_per_batch, own.max_windows_per_connection});
   if (auto st = t->listen(opts.listen_port); !st.ok())
     return st;
   return std::unique_ptr<transport>{std::move(t)};

@@ -11,13 +11,15 @@
 //                       then per batch: frame{begin} + op_header × n_ops, and
 //                       once its writes completed frame{end}
 //   receiver → sender:  hello + qp_info, then per begun batch, in order: reply
-//                       + message + region_info × n_regions (regions this
-//                       connection has not been told of yet); per end,
-//                       reply{released}: the batch no longer holds its fence
+//                       + message + op_grant × n_regions (admitted: one per
+//                       op of the batch, in op order; refused: none); per
+//                       end, reply{released}: the batch no longer holds its
+//                       fence
 //
 // All fields are little-endian; structs are sent as bytes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "transport/base/admission_wire.hpp"
@@ -32,13 +34,13 @@ constexpr uint32_t begin_magic = admission_magics.begin;        // "KVIB"
 constexpr uint32_t end_magic = admission_magics.end;            // "KVIE"
 constexpr uint32_t reply_magic = admission_magics.reply;        // "KVIV"
 constexpr uint32_t released_magic = admission_magics.released;  // "KVIR"
-constexpr uint32_t wire_version = 1;
+// 2: a reply carries op_grant per op (1 carried region_info per new region).
+constexpr uint32_t wire_version = 2;
 static_assert(begin_magic == 0x4249564B && end_magic == 0x4549564B && reply_magic == 0x5649564B &&
               released_magic == 0x5249564B);
 
 using admission::max_ops_per_batch;
 using admission::max_reply_message;
-constexpr uint32_t max_regions_per_reply = 1u << 16;
 constexpr uint32_t max_name = 256;
 
 struct hello {
@@ -50,19 +52,23 @@ struct hello {
 };
 
 /// The admission messages and their op_header (transport/base/); a reply
-/// counts the region_info records that follow its message in n_regions.
+/// counts the op_grant records that follow its message in n_regions.
 using admission::frame;
 using admission::reply;
 
-/// A receiver region the sender may write: `length` bytes at `addr`, `rkey`.
-struct region_info {
-  uint32_t region = 0;
-  uint32_t rkey = 0;
+/// Where op k of an admitted batch writes: RDMA WRITE to `addr` with `rkey`
+/// (a memory window's, or with windows off the region's). The op's length is
+/// the sender's own; the receiver granted exactly that many bytes at `addr`.
+/// A zero-length op has rkey 0.
+struct op_grant {
   uint64_t addr = 0;
-  uint64_t length = 0;
+  uint32_t rkey = 0;
+  uint32_t reserved = 0;
 };
 
 static_assert(sizeof(hello) == 48);
-static_assert(sizeof(region_info) == 24);
+static_assert(sizeof(op_grant) == 16);
+static_assert(offsetof(op_grant, addr) == 0 && offsetof(op_grant, rkey) == 8 &&
+              offsetof(op_grant, reserved) == 12);
 
 }  // namespace kvferry::transport::verbs
