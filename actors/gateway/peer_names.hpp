@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <caf/actor_system.hpp>
 #include <caf/node_id.hpp>
@@ -15,6 +16,10 @@ namespace kvferry {
 /// Processes remembered at most; past it the oldest is forgotten (it proves
 /// itself again at its next lookup).
 inline constexpr size_t max_proven_peers = 4096;
+
+/// The name kvferry-ctl's certificate carries (CN=ctl, deploy/make-certs.sh);
+/// no node may be named so.
+inline constexpr std::string_view ctl_identity = "ctl";
 
 /// Records that `node` proved node name `name` (the gateway does).
 void remember_node_name(const caf::node_id& node, const std::string& name);

@@ -14,6 +14,14 @@ early_arrivals::kept early_arrivals::keep_request(const room_request& req) {
     entry = waiting{};  // a new incarnation replaces the old
   if (entry.verdict)
     return kept::decided;  // the open will conclude with it
+  for (auto& r : entry.requests)
+    if (r.decode_rank == req.decode_rank) {
+      r = req;  // the rank asks again: its latest word counts
+      entry.request = req;
+      return kept::another;
+    }
+  if (entry.requests.size() >= max_requests_per_room_)
+    return kept::crowded;
   entry.request = req;
   entry.requests.push_back(req);
   return entry.requests.size() == 1 ? kept::first : kept::another;

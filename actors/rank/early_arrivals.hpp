@@ -31,6 +31,7 @@ class early_arrivals {
   /// What became of a request kept for later.
   enum class kept {
     full,     ///< refused: too many rooms wait already
+    crowded,  ///< refused: too many decode ranks' requests wait for this room
     decided,  ///< not needed: the room's verdict came first
     first,    ///< the room's first: its expiry is to be armed
     another,  ///< one more for a room already waiting
@@ -48,13 +49,23 @@ class early_arrivals {
   using time_point = std::chrono::steady_clock::time_point;
   using expiry_book = deadline_book<time_point>;
 
-  explicit early_arrivals(size_t max_waiting = 65536, size_t max_cleared = 4096)
-      : max_waiting_(max_waiting), cleared_(max_cleared) {}
+  /// Requests kept per room at most: one per decode rank, for a topology of
+  /// 4,096 ranks.
+  static constexpr size_t default_max_requests_per_room = 4096;
+
+  explicit early_arrivals(size_t max_waiting = 65536, size_t max_cleared = 4096,
+                          size_t max_requests_per_room = default_max_requests_per_room)
+      : max_waiting_(max_waiting),
+        max_requests_per_room_(max_requests_per_room),
+        cleared_(max_cleared) {}
 
   size_t max_waiting() const { return max_waiting_; }
+  size_t max_requests_per_room() const { return max_requests_per_room_; }
 
   /// Keeps `req` for room `req.key.room` until it opens. A request of
-  /// another generation replaces what was kept for the room.
+  /// another generation replaces what was kept for the room, and a decode
+  /// rank's request replaces that rank's earlier one: a room keeps one per
+  /// decode rank, at most max_requests_per_room().
   kept keep_request(const room_request& req);
 
   /// Keeps the verdict `v` (sent by `decider`) for a room not opened yet,
@@ -103,6 +114,7 @@ class early_arrivals {
 
  private:
   size_t max_waiting_;
+  size_t max_requests_per_room_;
   std::map<uint64_t, waiting> waiting_;
   expiry_book expiries_;
   tombstones<room_verdict> cleared_;

@@ -116,6 +116,14 @@ void keep_for_open(self_ptr self, const room_request& req) {
                                                    "has not opened",
                                                st.cfg.self}});
       return;
+    case early_arrivals::kept::crowded:
+      self->send(req.decider,
+                 room_failure{req.key, failure{errc::invalid_argument,
+                                               std::to_string(st.early.max_requests_per_room()) +
+                                                   " decode ranks' requests already wait for " +
+                                                   to_string(req.key) + " on this rank",
+                                               st.cfg.self}});
+      return;
     case early_arrivals::kept::decided:
       return;
     case early_arrivals::kept::first:

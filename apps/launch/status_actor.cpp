@@ -47,6 +47,23 @@ bool from_this_node(status_actor::stateful_pointer<status_state> self, std::stri
   return false;
 }
 
+/// True when the asker of status_atom may see the rank actors' handles: this
+/// process, or under TLS a process that proved this node or kvferry-ctl's
+/// identity (CN=ctl) at this process's gateway. Without TLS every asker may
+/// (the control plane is unauthenticated there, docs/SECURITY.md §4).
+bool may_see_handles(status_actor::stateful_pointer<status_state> self) {
+  auto& sys = self->home_system();
+  if (!sys.has_openssl_manager())
+    return true;
+  auto s = self->current_sender();
+  if (!s)
+    return false;
+  if (s->node() == sys.node())
+    return true;
+  auto name = proven_node_name(s->node());
+  return name && (*name == self->state.now.node || *name == ctl_identity);
+}
+
 }  // namespace
 
 status_actor::behavior_type node_status_actor(status_actor::stateful_pointer<status_state> self,
@@ -109,8 +126,19 @@ status_actor::behavior_type node_status_actor(status_actor::stateful_pointer<sta
       },
       [self](status_atom) {
         auto out = self->state.now;
-        for (auto& [key, h] : self->state.ranks)
+        bool handles = may_see_handles(self);
+        for (auto& [key, h] : self->state.ranks) {
           out.ranks.push_back(h);
+          if (!handles)
+            out.ranks.back().last.actor = nullptr;  // its health, not a way to reach it
+        }
+        if (!handles && !self->state.handles_withheld_told) {
+          self->state.handles_withheld_told = true;
+          log().info(
+              "[status {}] a peer that proved neither this node nor ctl asked for the "
+              "status: answered without the ranks' handles (said once)",
+              self->state.now.node);
+        }
         return out;
       },
   };

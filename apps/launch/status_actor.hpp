@@ -28,7 +28,8 @@ struct status_state {
   node_status now;                                                // node, pid, mode, expected
   std::map<std::pair<std::string, uint32_t>, rank_health> ranks;  // by (instance, index)
   std::map<caf::actor_addr, std::pair<std::string, uint32_t>> watched;
-  bool stranger_told = false;  // a report for a rank not of this node was logged once
+  bool stranger_told = false;          // a report for a rank not of this node was logged once
+  bool handles_withheld_told = false;  // an answer without handles was logged once
   /// Under TLS: reports from processes that did not prove this node.
   stranger_log<caf::actor_addr> strangers;
 };

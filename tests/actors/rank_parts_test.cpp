@@ -110,6 +110,24 @@ TEST_CASE("early arrivals: the bound on waiting rooms refuses newcomers, not the
   CHECK(early.waiting_rooms() == 2);
 }
 
+TEST_CASE("early arrivals: a room keeps one request per decode rank, and at most its bound",
+          "[logic][rank][security]") {
+  early_arrivals early{8, 4, 3};
+  CHECK(early.keep_request(request(5, 1, 0)) == early_arrivals::kept::first);
+  // The same rank asking again (a stranger repeating it, say) replaces its
+  // request: the room's list does not grow.
+  for (int i = 0; i < 100; ++i)
+    CHECK(early.keep_request(request(5, 1, 0)) == early_arrivals::kept::another);
+  CHECK(early.keep_request(request(5, 1, 1)) == early_arrivals::kept::another);
+  CHECK(early.keep_request(request(5, 1, 2)) == early_arrivals::kept::another);
+  CHECK(early.keep_request(request(5, 1, 3)) == early_arrivals::kept::crowded);
+  auto entry = early.take(5);
+  REQUIRE(entry);
+  CHECK(entry->requests.size() == 3);
+  CHECK(early.max_requests_per_room() == 3);
+  CHECK(early_arrivals{}.max_requests_per_room() == 4096);
+}
+
 TEST_CASE("early arrivals: a verdict before the open is kept, and requests after it are not",
           "[logic][rank]") {
   early_arrivals early;

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -37,12 +38,15 @@
 #include "messages/handles.hpp"
 #include "messages/node_status.hpp"
 #include "messages/type_ids.hpp"
+#include "tests/support/cluster_certs.hpp"
 #include "tests/support/free_port.hpp"
 #include "tests/support/workload_report.hpp"
 
 using kvferry::apps::child_process;
 using kvferry::test::check_every_room;
 using kvferry::test::free_port;
+using kvferry::test::openssl_missing;
+using kvferry::test::temp_dir;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
@@ -52,24 +56,6 @@ const std::string launcher = KVFERRY_LAUNCH_PATH;
 const std::string make_certs = std::string{KVFERRY_SOURCE_DIR} + "/deploy/make-certs.sh";
 
 using steady = std::chrono::steady_clock;
-
-bool on_path(const std::string& tool) {
-  return std::system(("command -v " + tool + " >/dev/null 2>&1").c_str()) == 0;
-}
-
-/// A private directory, removed with what is in it.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    char name[] = "/tmp/kvferry-tls-XXXXXX";
-    REQUIRE(::mkdtemp(name) != nullptr);
-    path = name;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 std::string cluster(uint32_t requests, uint32_t per_second, uint32_t tp, uint16_t status_p,
                     uint16_t status_d, const std::string& tls) {
@@ -95,19 +81,7 @@ std::string cluster(uint32_t requests, uint32_t per_second, uint32_t tp, uint16_
 
 /// Makes the cluster's certificates in dir/certs; false (and why) when it fails.
 std::pair<bool, std::string> certs_for(const fs::path& file, const fs::path& dir) {
-  child_process mk{
-      {"/bin/bash", make_certs, file.string(), (dir / "certs").string(), "--days", "2"}};
-  int rc = mk.wait(60s);
-  return {rc == 0, mk.output()};
-}
-
-/// True (and says it skips) when the openssl command is missing.
-bool openssl_missing() {
-  if (on_path("openssl"))
-    return false;
-  std::cout << "SKIPPED: openssl is not on PATH (make-certs.sh needs the openssl command)"
-            << std::endl;
-  return true;
+  return kvferry::test::certs_for(make_certs, file, dir);
 }
 
 /// Waits for a launcher run to end by itself: exit 0, every room Success.
@@ -175,31 +149,51 @@ std::string register_rank(uint16_t boot_port, const kvferry::tls_files& files) {
   return out;
 }
 
-/// Reports rank prefill-0/0 with pid `pid` to the status actor at `port` as
-/// a client showing `files`, then reads the status back: true when the
-/// report was taken (the rank's last report has that pid).
-bool report_taken(uint16_t port, const kvferry::tls_files& files, int32_t pid) {
+/// The status the status actor at 127.0.0.1:`port` gives a client showing
+/// `files`, after that client sent it `report` (if any); nothing if it did not
+/// answer.
+std::optional<kvferry::node_status> status_as(uint16_t port, const kvferry::tls_files& files,
+                                              const kvferry::rank_report* report = nullptr) {
   kvferry::config cfg;
   kvferry::enable_tls(cfg, files);
   caf::actor_system sys{cfg};
   auto status = kvferry::find_published<kvferry::status_actor>(sys, "127.0.0.1", port, 5s);
   REQUIRE(status);
   caf::scoped_actor self{sys};
+  if (report)
+    self->send(*status, *report);
+  std::optional<kvferry::node_status> out;
+  self->request(*status, 5s, kvferry::status_atom_v)
+      .receive([&](kvferry::node_status& s) { out = std::move(s); }, [&](caf::error&) {});
+  return out;
+}
+
+/// Reports rank prefill-0/0 with pid `pid` to the status actor at `port` as
+/// a client showing `files`, then reads the status back: true when the
+/// report was taken (the rank's last report has that pid).
+bool report_taken(uint16_t port, const kvferry::tls_files& files, int32_t pid) {
   kvferry::rank_report rep;
   rep.instance = "prefill-0";
   rep.role = "prefill";
   rep.index = 0;
   rep.pid = pid;
-  self->send(*status, rep);
   bool taken = false;
-  self->request(*status, 5s, kvferry::status_atom_v)
-      .receive(
-          [&](kvferry::node_status& s) {
-            for (auto& r : s.ranks)
-              taken = taken || r.last.pid == pid;
-          },
-          [&](caf::error&) {});
+  if (auto s = status_as(port, files, &rep))
+    for (auto& r : s->ranks)
+      taken = taken || r.last.pid == pid;
   return taken;
+}
+
+/// How many ranks the status actor at `port` lists to a client showing
+/// `files`, and how many of them with a handle to reach the rank by.
+std::pair<size_t, size_t> ranks_and_handles(uint16_t port, const kvferry::tls_files& files) {
+  std::pair<size_t, size_t> out;
+  if (auto s = status_as(port, files))
+    for (auto& r : s->ranks) {
+      ++out.first;
+      out.second += r.last.actor ? 1 : 0;
+    }
+  return out;
 }
 
 }  // namespace
@@ -313,12 +307,23 @@ TEST_CASE("tls: a certificate of one node cannot act as another", "[launch][proc
       [](const std::string& l) { return l.find("decode-0: decode TP") != std::string::npos; },
       60s));
   auto certs = tmp.path / "certs";
-  auto as = [&](const std::string& node) {
-    return kvferry::tls_files{(certs / (node + ".pem")).string(),
-                              (certs / (node + ".key")).string(),
-                              (certs / "ca.pem").string(),
-                              {}};
-  };
+  auto as = [&](const std::string& node) { return kvferry::test::identity_in(certs, node); };
+  // (Before the reports below, which replace the rank's own.) The status
+  // actor hands rank handles to its own node's processes and to kvferry-ctl
+  // only: another node's certificate sees the ranks' health.
+  auto by_decode = ranks_and_handles(status_p, as("decode-node"));
+  auto by_ctl = ranks_and_handles(status_p, as("ctl"));
+  auto by_prefill = ranks_and_handles(status_p, as("prefill-node"));
+  std::fprintf(stderr,
+               "tls: prefill-node's status lists (ranks, handles): decode-node's certificate "
+               "(%zu, %zu), ctl's (%zu, %zu), prefill-node's (%zu, %zu)\n",
+               by_decode.first, by_decode.second, by_ctl.first, by_ctl.second, by_prefill.first,
+               by_prefill.second);
+  CHECK(by_decode.first >= 1u);
+  CHECK(by_decode.second == 0u);
+  CHECK(by_ctl.second >= 1u);
+  CHECK(by_prefill.second >= 1u);
+
   auto as_decode = register_rank(boot_port, as("decode-node"));
   bool decode_report = report_taken(status_p, as("decode-node"), 4242421);
   bool prefill_report = report_taken(status_p, as("prefill-node"), 4242422);
