@@ -8,7 +8,7 @@ BUILD_TYPE ?= RelWithDebInfo
 # The interpreter the Python package is built for (Debian's; not the first on PATH).
 PYTHON ?= /usr/bin/python3
 
-.PHONY: deps configure build demo test soak bench format clean fuzz
+.PHONY: deps configure build demo test soak bench format clean fuzz flake-hunt
 
 deps:
 	./deploy/install-deps.sh
@@ -19,7 +19,9 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-demo: build
+# Only what the demo needs (kvferry-demo and its libraries), not the tests.
+demo: configure
+	cmake --build $(BUILD) -j$(JOBS) --target kvferry-demo
 	$(BUILD)/apps/kvferry-demo $(ARGS)
 
 test: build
@@ -27,6 +29,14 @@ test: build
 
 soak: build
 	cd $(BUILD) && ctest --output-on-failure -L soak
+
+# The tests matching REGEX (default: all of the default suite), RUNS times
+# in a row beside KVFERRY_CPU_LOAD busy processes (default 2): pass counts
+# per test. E.g. make flake-hunt REGEX='per_rank|storm' RUNS=50
+REGEX ?= .
+RUNS ?= 10
+flake-hunt: build
+	./tests/flake_hunt.sh $(BUILD) '$(REGEX)' $(RUNS)
 
 bench: build
 	$(BUILD)/apps/kvferry-bench tcp --json

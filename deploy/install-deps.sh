@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake make            # toolchain (g++ only: Debian's libcaf is GCC-built)
+  lld                       # the linker: links the test executables in a third of ld.bfd's time
   libcaf-dev                # C++ Actor Framework 0.17: core, io, openssl
   libssl-dev                # caf/openssl headers include OpenSSL's; libcrypto: data-plane HMAC
   openssl                   # deploy/make-certs.sh (and its test)

@@ -85,7 +85,7 @@ TEST_CASE("life token: an exit that never lets it go reads as a death", "[life-t
   p.proc.wait(5s);
 }
 
-TEST_CASE("life token: a stopped process is not dead; killed later, it is", "[life-token]") {
+TEST_CASE("life token: a stopped process is not dead, and killed later it is", "[life-token]") {
   peer p;
   life_watch w;
   REQUIRE(w.watch(p.where, p.notice()));

@@ -58,8 +58,9 @@ TEST_CASE("liveness counts misses in a row: an answer starts over and revives",
   CHECK(l.missed("a") == standing::newly_lost);  // and may be lost again
 }
 
-TEST_CASE("liveness: a round that finds the ping still out is a miss; a late answer still counts",
-          "[logic][heartbeat]") {
+TEST_CASE(
+    "liveness: a round that finds the ping still out is a miss, and a late answer still counts",
+    "[logic][heartbeat]") {
   liveness<std::string> l{3};
   CHECK(l.ping("a"));
   CHECK(l.late("a") == standing::alive);

@@ -172,7 +172,7 @@ TEST_CASE("a decider's figures count misses and say which peers are up, with gen
   CHECK(e.sum("kvferry_verdict_seconds_count", {{"outcome", "failed"}}) == 1);
 }
 
-TEST_CASE("transfer figures count bytes per peer; the bandwidth goes with them") {
+TEST_CASE("transfer figures count bytes per peer, and the bandwidth goes with them") {
   auto reg = std::make_shared<metrics::registry>();
   auto t = std::make_shared<metrics::transfer_figures>(reg, rank_ref{role::prefill, "p", 1, 0, 0},
                                                        "tcp");

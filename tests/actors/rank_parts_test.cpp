@@ -374,7 +374,7 @@ TEST_CASE("prefill peer: after lost contact, a lookup that fails means it is dow
   CHECK(cut.fail("no answer", false) == prefill_peer::retry::idle);
 }
 
-TEST_CASE("fence drains: quiet fences leave; a stuck writer is cut off once", "[logic][rank]") {
+TEST_CASE("fence drains: quiet fences leave, and a stuck writer is cut off once", "[logic][rank]") {
   fence_drains drains;
   auto t0 = std::chrono::steady_clock::time_point{} + 1h;
   drains.add(1, {nullptr, {"a", "b"}, t0, false, room_key{10, 1}});

@@ -397,8 +397,8 @@ TEST_CASE(
   ::signal(SIGPIPE, SIG_IGN);
   // KVFERRY_HOSTILE_REQUESTS=4800: the attack, 60 s of rooms.
   auto* n = std::getenv("KVFERRY_HOSTILE_REQUESTS");
-  const uint32_t requests = n ? static_cast<uint32_t>(std::strtoul(n, nullptr, 10)) : 4000,
-                 per_second = 80;  // 50 s of rooms
+  const uint32_t requests = n ? static_cast<uint32_t>(std::strtoul(n, nullptr, 10)) : 2800,
+                 per_second = 80;  // 35 s of rooms
   const uint16_t data_port = free_port();
   auto text = cluster(requests, per_second, data_port);
   char name[] = "/tmp/kvferry-hostile-XXXXXX.toml";

@@ -69,7 +69,7 @@ TEST_CASE(
   if (openssl_missing())
     return;
   ::signal(SIGPIPE, SIG_IGN);
-  const uint32_t requests = requests_or(2400), per_second = 80;  // 30 s of rooms
+  const uint32_t requests = requests_or(1600), per_second = 80;  // 20 s of rooms
   temp_dir tmp;
   auto file = tmp.path / "cluster.toml";
   std::ofstream{file} << cluster(requests, per_second);

@@ -91,7 +91,7 @@ struct conclusion_line {
 }  // namespace
 
 TEST_CASE(
-    "kill storm: random kills, stops and a node loss; every room agrees, healthy rooms "
+    "kill storm: random kills, stops and a node loss: every room agrees, healthy rooms "
     "succeed, the run ends by itself",
     "[launch][process][storm]") {
   auto faults = env_or("KVFERRY_STORM_FAULTS", 4);
