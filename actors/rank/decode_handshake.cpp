@@ -20,7 +20,6 @@ namespace {
 using stage = prefill_peer::stage;
 
 constexpr auto request_timeout = std::chrono::seconds{5};
-constexpr auto register_retry = std::chrono::seconds{1};
 
 /// The handshake is done once every source accepted this rank and the
 /// decider reached the instance's ranks.

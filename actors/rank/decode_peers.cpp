@@ -19,8 +19,6 @@ namespace kvferry::decode_steps {
 
 namespace {
 
-constexpr auto register_retry = std::chrono::seconds{1};
-
 /// Schedules the next look at a peer that is down (backoff up to a second):
 /// it stays down, and new rooms fail at once, until a probe finds it whole.
 void arm_probe(self_ptr self, prefill_peer& peer, const std::string& key) {

@@ -6,6 +6,7 @@
 // Internal to the actor; nothing else includes it.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "actors/guard.hpp"
@@ -14,6 +15,10 @@
 namespace kvferry::decode_steps {
 
 using self_ptr = decode_rank_actor::stateful_pointer<decode_rank_state>;
+
+/// How long a decode rank waits before it registers with a prefill instance
+/// again after a refusal or a lost contact.
+inline constexpr auto register_retry = std::chrono::seconds{1};
 
 // -- the room side (decode_rank.cpp) -------------------------------------------
 

@@ -38,8 +38,11 @@
 #include "apps/common/child_process.hpp"
 #include "tests/support/free_port.hpp"
 #include "tests/support/process_probe.hpp"
+#include "tests/support/workload_report.hpp"
 
 using namespace kvferry::apps;
+using kvferry::test::conclusion;
+using kvferry::test::conclusions_in;
 using kvferry::test::free_port;
 using kvferry::test::pids_with;
 using namespace std::chrono_literals;
@@ -109,16 +112,6 @@ std::string cluster_file(const topology& t) {
     << t.decode_tp << "\nprefill = [" << prefills << "]\n";
   return f.str();
 }
-
-/// One rank's conclusion of one room, as --print-conclusions prints it.
-struct conclusion {
-  std::string rank;  ///< "decode-0 tp1 pp0"
-  std::string state;
-  int64_t at_ns = 0;
-  std::string why;
-
-  std::string instance() const { return rank.substr(0, rank.find(' ')); }
-};
 
 /// A prefill rank that no decode rank reached for the room concludes Failed
 /// alone, with its own cause: the one exemption from "alike".
@@ -239,14 +232,9 @@ outcome run_case(const matrix_case& mc) {
   }
 
   // Every rank's conclusion of every room.
-  std::map<uint64_t, std::vector<conclusion>> rooms;
-  std::regex re{R"(conclusion (\S+ tp\d+ pp\d+) room (\d+) (\w+) (\d+) (.*)$)"};
+  auto rooms = conclusions_in(out);
   std::istringstream in{out};
-  std::string line;
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_search(line, m, re))
-      rooms[std::stoull(m[2])].push_back({m[1], m[3], std::stoll(m[4]), m[5]});
+  for (std::string line; std::getline(in, line);) {
     if (line.find(" corrupted") != std::string::npos &&
         line.find(", 0 corrupted") == std::string::npos)
       ++o.corrupted_reports;

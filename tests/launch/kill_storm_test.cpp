@@ -36,8 +36,11 @@
 #include "apps/common/child_process.hpp"
 #include "tests/support/free_port.hpp"
 #include "tests/support/process_probe.hpp"
+#include "tests/support/workload_report.hpp"
 
 using namespace kvferry::apps;
+using kvferry::test::conclusion;
+using kvferry::test::conclusions_in;
 using kvferry::test::free_port;
 using kvferry::test::pids_with;
 using kvferry::test::rss_kib;
@@ -80,13 +83,6 @@ std::string cluster(uint32_t requests, uint32_t per_second) {
 void pump_for(child_process& run, std::chrono::milliseconds d) {
   run.wait_for_line([](const std::string&) { return false; }, d);
 }
-
-struct conclusion_line {
-  std::string rank;
-  std::string state;
-  int64_t at_ns = 0;
-  std::string why;
-};
 
 }  // namespace
 
@@ -179,21 +175,13 @@ TEST_CASE(
   CHECK(rss_mid < 2 * rss_start + 65536);
 
   // Every rank's conclusion of every room.
-  std::map<uint64_t, std::vector<conclusion_line>> rooms;
-  std::regex re{R"(conclusion (\S+ tp\d+ pp\d+) room (\d+) (\w+) (\d+) (.*)$)"};
-  std::istringstream in{out};
-  std::string line;
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_search(line, m, re))
-      rooms[std::stoull(m[2])].push_back({m[1], m[3], std::stoll(m[4]), m[5]});
-  }
+  auto rooms = conclusions_in(out);
   REQUIRE(!rooms.empty());
   uint32_t disagreements = 0, late_failures = 0, late_success = 0;
   for (auto& [room, cs] : rooms) {
     // Decode's word on the room; prefill ranks that took part say the same,
     // one that no decode rank asked only concludes Failed alone.
-    const conclusion_line* ref = nullptr;
+    const conclusion* ref = nullptr;
     for (auto& c : cs)
       if (c.rank.rfind("decode-0", 0) == 0)
         ref = &c;

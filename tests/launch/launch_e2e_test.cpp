@@ -31,6 +31,7 @@
 #include "apps/common/child_process.hpp"
 #include "apps/launch/status_actor.hpp"
 #include "messages/type_ids.hpp"
+#include "tests/support/workload_report.hpp"
 
 using namespace kvferry::apps;
 using namespace std::chrono_literals;
@@ -181,6 +182,65 @@ TEST_CASE("kvferry-launch runs one process per rank on the TP 4 to 2 example",
                                              "Failed, 24 verified byte for byte"));
   CHECK_THAT(run.output(), Catch::Contains("(per-rank processes)"));
   CHECK_THAT(run.output(), Catch::Contains("2 nodes, 0 failed"));
+  ::unlink(path.c_str());
+}
+
+TEST_CASE(
+    "a per-rank run's relayed lines are whole under a flood of debug logs and conclusions from "
+    "six rank processes at once",
+    "[launch][process][lines]") {
+  // Debug logs (every room's every step, on stderr) and a conclusion per
+  // rank per room (on stdout) from four prefill and two decode rank
+  // processes, relayed by two node processes into one launcher: issue 30
+  // saw a log line spliced into a conclusion.
+  const int requests = 240;
+  auto text = read_file(std::string{KVFERRY_SOURCE_DIR} + "/deploy/clusters/tp4-to-tp2.toml");
+  text = replace(text, "bootstrap_port = 17420", "bootstrap_port = " + std::to_string(free_port()));
+  text = replace(text, "status_port = 17430", "status_port = " + std::to_string(free_port()));
+  text = replace(text, "status_port = 17431", "status_port = " + std::to_string(free_port()));
+  text = replace(text, "requests = 100", "requests = " + std::to_string(requests));
+  auto path = temp_cluster(text);
+  ::setenv("KVFERRY_LOG_LEVEL", "debug", 1);
+  child_process run{{launcher, "--cluster=" + path, "--local", "--print-conclusions"}};
+  ::unsetenv("KVFERRY_LOG_LEVEL");
+  int rc = run.wait(180s);
+  auto& out = run.output();
+  INFO(out.substr(out.size() > 20000 ? out.size() - 20000 : 0));
+  REQUIRE(rc == 0);
+  // A log line: relay prefixes, then its time and level first. A line with a
+  // second time stamp, or a conclusion anywhere but at its start, was spliced.
+  static const std::regex stamp{
+      R"(\d\d:\d\d:\d\d\.\d{3} (trace|debug|info|warning|error|critical) kvferry )"};
+  static const std::regex log_line{
+      R"(^(?:\[[^\]]+\] )*\d\d:\d\d:\d\d\.\d{3} (trace|debug|info|warning|error|critical) kvferry .*$)"};
+  std::istringstream in{out};
+  size_t lines = 0, log_lines = 0, conclusion_lines = 0, spliced = 0;
+  std::string first_spliced;
+  for (std::string line; std::getline(in, line); ++lines) {
+    auto stamps = std::distance(std::sregex_iterator(line.begin(), line.end(), stamp),
+                                std::sregex_iterator());
+    bool has_conclusion = line.find("conclusion ") != std::string::npos;
+    bool whole =
+        stamps == 0 || (stamps == 1 && !has_conclusion && std::regex_match(line, log_line));
+    if (has_conclusion && whole)
+      whole = !kvferry::test::conclusions_in(line).empty();
+    log_lines += stamps == 1 ? 1 : 0;
+    conclusion_lines += has_conclusion ? 1 : 0;
+    if (!whole && spliced++ == 0)
+      first_spliced = line;
+  }
+  std::fprintf(stderr, "lines: %zu relayed, %zu log lines, %zu conclusions, %zu spliced\n", lines,
+               log_lines, conclusion_lines, spliced);
+  INFO("first spliced line: " << first_spliced);
+  CHECK(spliced == 0u);
+  CHECK(log_lines > 5u * requests);  // a flood, not a trickle
+  // Every rank's conclusion of every room, each a whole line.
+  auto rooms = kvferry::test::conclusions_in(out);
+  CHECK(rooms.size() == static_cast<size_t>(requests));
+  for (auto& [room, cs] : rooms) {
+    INFO("room " << room);
+    CHECK(cs.size() == 6u);
+  }
   ::unlink(path.c_str());
 }
 

@@ -23,8 +23,11 @@
 #include <vector>
 
 #include "apps/common/child_process.hpp"
+#include "tests/support/workload_report.hpp"
 
 using namespace kvferry::apps;
+using kvferry::test::conclusion;
+using kvferry::test::conclusions_in;
 using namespace std::chrono_literals;
 
 namespace {
@@ -70,26 +73,6 @@ struct cluster_guard {
     std::system(("rm -rf " + state).c_str());
   }
 };
-
-struct conclusion {
-  std::string rank;
-  std::string state;
-  int64_t at_ns = 0;
-  std::string why;
-};
-
-/// room → each rank's conclusion, from "conclusion RANK room N STATE AT WHY" lines.
-std::map<uint64_t, std::vector<conclusion>> conclusions(const std::string& log) {
-  static const std::regex line{R"(conclusion (\S+ tp\d+ pp\d+) room (\d+) (\S+) (\d+) (.*))"};
-  std::map<uint64_t, std::vector<conclusion>> out;
-  std::istringstream in{log};
-  for (std::string l; std::getline(in, l);) {
-    std::smatch m;
-    if (std::regex_search(l, m, line))
-      out[std::stoull(m[2])].push_back({m[1], m[3], std::stoll(m[4]), m[5]});
-  }
-  return out;
-}
 
 /// "code: cause (from RANK)" without " (from RANK)".
 std::string without_origin(const std::string& why) {
@@ -173,7 +156,7 @@ TEST_CASE("three network namespaces: a killed decode node fails only its own roo
   // The prefill ranks (one process each): every room concluded on both, the
   // same way; decode-0's rooms (odd) all Success, decode-1's (even) Success
   // before the kill and Failed with one cause after it.
-  auto by_room = conclusions(prefill_log);
+  auto by_room = conclusions_in(prefill_log);
   CHECK(by_room.size() == 240);
   int odd_after_kill = 0, even_success = 0, even_failed = 0;
   for (auto& [room, cs] : by_room) {
@@ -262,8 +245,8 @@ TEST_CASE("three network namespaces: a link cut and healed costs only the rooms 
                                           "0 Failed, 360 verified byte for byte, 0 corrupted, 0 "
                                           "disagreements"));
   CHECK_THAT(decode1_log, Catch::Contains(" 0 corrupted, 0 disagreements"));
-  auto by_room = conclusions(prefill_log);
-  auto decode1 = conclusions(decode1_log);
+  auto by_room = conclusions_in(prefill_log);
+  auto decode1 = conclusions_in(decode1_log);
   int cut_failed = 0, late = 0, late_success = 0;
   for (auto& [room, cs] : by_room) {
     INFO("room " << room);

@@ -3,12 +3,42 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <regex>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
 namespace kvferry::test {
+
+/// One rank's conclusion of one room, as --print-conclusions prints it.
+struct conclusion {
+  std::string rank;  ///< "decode-0 tp1 pp0"
+  std::string state;
+  int64_t at_ns = 0;
+  std::string why;
+
+  std::string instance() const { return rank.substr(0, rank.find(' ')); }
+};
+
+/// Room -> every rank's conclusion, from the whole lines of `out` that are a
+/// conclusion: "conclusion RANK room N STATE AT WHY", after any number of
+/// relay prefixes ("[node] "). Anchored at both ends of the line, so a line
+/// that another writer's bytes got into (issue 30) is not read as one.
+inline std::map<uint64_t, std::vector<conclusion>> conclusions_in(const std::string& out) {
+  static const std::regex re{
+      R"(^(?:\[[^\]]+\] )*conclusion (\S+ tp\d+ pp\d+) room (\d+) (\w+) (\d+) (.*)$)"};
+  std::map<uint64_t, std::vector<conclusion>> rooms;
+  std::istringstream in{out};
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, re))
+      rooms[std::stoull(m[2])].push_back({m[1], m[3], std::stoll(m[4]), m[5]});
+  }
+  return rooms;
+}
 
 /// Checks the workload's report in a launcher's output: every room Success
 /// on every decode rank (one line per instance per-node, per rank per-rank),
