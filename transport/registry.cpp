@@ -25,7 +25,11 @@ const table_rows& table() {
         {"inproc", [](const options& o) { return inproc::make_inproc_transport(o); }},
         {"tcp", [](const options& o) { return tcp::make_tcp_transport(o); }},
         {"shm", [](const options& o) { return shm::make_shm_transport(o); }},
-        {"auto", [](const options& o) { return automatic::make_auto_transport(o); }},
+        {"auto",
+         [](const options& o) {
+           return automatic::make_auto_transport(make_transport("tcp", o),
+                                                 make_transport("shm", o));
+         }},
     };
 #ifdef KVFERRY_HAVE_VERBS  // where libibverbs was found (transport/verbs/CMakeLists.txt)
     r.emplace_back("verbs", [](const options& o) { return verbs::make_verbs_transport(o); });

@@ -3,9 +3,9 @@
 #include <chrono>
 #include <vector>
 
+#include "actors/base/guard.hpp"
+#include "actors/base/log.hpp"
 #include "actors/gateway/peer_names.hpp"
-#include "actors/guard.hpp"
-#include "actors/log.hpp"
 #include "actors/process/life_notice.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/failure.hpp"

@@ -10,8 +10,8 @@
 
 #include <caf/actor_addr.hpp>
 
+#include "actors/base/guard.hpp"
 #include "actors/bootstrap/directory.hpp"
-#include "actors/guard.hpp"
 #include "actors/process/life_token.hpp"
 #include "messages/handles.hpp"
 
@@ -36,7 +36,7 @@ struct bootstrap_state {
   /// The life tokens of registered ranks' processes on this host: a death
   /// is known within a millisecond (actors/process/life_token.hpp).
   life_watch lives;
-  /// Run first inside the guard of every handler (actors/guard.hpp).
+  /// Run first inside the guard of every handler (actors/base/guard.hpp).
   handler_hook before_handler;
 };
 

@@ -9,11 +9,11 @@
 
 #include <caf/actor_cast.hpp>
 
+#include "actors/base/log.hpp"
 #include "actors/common/deadline_timer.hpp"
 #include "actors/common/decider_lost.hpp"
 #include "actors/decision/decider_steps.hpp"
 #include "actors/gateway/peer_names.hpp"
-#include "actors/log.hpp"
 #include "actors/process/life_notice.hpp"
 
 namespace kvferry {

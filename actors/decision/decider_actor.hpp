@@ -21,14 +21,14 @@
 #include <caf/actor_clock.hpp>
 #include <caf/node_id.hpp>
 
+#include "actors/base/guard.hpp"
+#include "actors/base/sender_check.hpp"
 #include "actors/common/deadlines.hpp"
 #include "actors/decision/decision_book.hpp"
 #include "actors/decision/liveness.hpp"
 #include "actors/decision/missing_members.hpp"
-#include "actors/guard.hpp"
 #include "actors/metrics/decider_figures.hpp"
 #include "actors/process/life_token.hpp"
-#include "actors/sender_check.hpp"
 #include "messages/handles.hpp"
 
 namespace kvferry {
@@ -86,7 +86,7 @@ struct decider_state {
   /// Under TLS, the node whose processes may register as members (its
   /// certificate's CN, proven at the gateway); empty: any.
   std::string node;
-  /// Run first inside the guard of every handler (actors/guard.hpp).
+  /// Run first inside the guard of every handler (actors/base/guard.hpp).
   handler_hook before_handler;
   /// Its figures for Prometheus (null: none kept).
   std::shared_ptr<metrics::decider_figures> figures;

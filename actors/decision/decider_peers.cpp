@@ -10,11 +10,11 @@
 
 #include <caf/actor_cast.hpp>
 
+#include "actors/base/log.hpp"
 #include "actors/common/decider_lost.hpp"
 #include "actors/common/durations.hpp"
 #include "actors/decision/decider_steps.hpp"
-#include "actors/log.hpp"
-#include "actors/remote_lookup.hpp"
+#include "actors/gateway/remote_lookup.hpp"
 #include "messages/wall_clock.hpp"
 
 namespace kvferry::decider_steps {

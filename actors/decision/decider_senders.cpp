@@ -4,12 +4,12 @@
 // rank a join named. A failure of a live room (its exact key) from a sender no
 // join named yet may be a prefill rank whose report overtook the join naming
 // it: held, and taken once a join names the sender. Anything else is dropped
-// and counted (actors/sender_check.hpp). Each check has a test that fails
+// and counted (actors/base/sender_check.hpp). Each check has a test that fails
 // without it (tests/actors/sender_check_test.cpp).
 #include <caf/actor_cast.hpp>
 
+#include "actors/base/sender_check.hpp"
 #include "actors/decision/decider_steps.hpp"
-#include "actors/sender_check.hpp"
 
 namespace kvferry::decider_steps {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "actors/base/guard.hpp"
 #include "actors/decision/decider_actor.hpp"
-#include "actors/guard.hpp"
 
 namespace kvferry::decider_steps {
 

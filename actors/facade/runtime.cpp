@@ -6,14 +6,14 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "actors/base/log.hpp"
 #include "actors/common/local_pool.hpp"
 #include "actors/decision/decider_actor.hpp"
-#include "actors/log.hpp"
+#include "actors/gateway/tls.hpp"
 #include "actors/process/life_token.hpp"
 #include "actors/rank/decode_rank.hpp"
 #include "actors/rank/prefill_rank.hpp"
 #include "actors/staging/staging_actor.hpp"
-#include "actors/tls.hpp"
 #include "actors/transfer/transfer_actor.hpp"
 #include "transport/device_registry.hpp"
 #include "transport/registry.hpp"

@@ -8,8 +8,8 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/openssl/manager.hpp>
 
+#include "actors/base/log.hpp"
 #include "actors/gateway/peer_names.hpp"
-#include "actors/log.hpp"
 #include "messages/failure.hpp"
 
 namespace kvferry {

@@ -15,9 +15,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/response_promise.hpp>
 
+#include "actors/base/sender_check.hpp"
 #include "actors/gateway/door_book.hpp"
 #include "actors/gateway/node_identity.hpp"
-#include "actors/sender_check.hpp"
 #include "messages/gateway.hpp"
 
 namespace kvferry {

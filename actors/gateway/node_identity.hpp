@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "actors/tls_files.hpp"
+#include "actors/process/tls_files.hpp"
 
 namespace kvferry {
 

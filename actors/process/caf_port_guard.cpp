@@ -18,7 +18,7 @@
 
 #include <caf/io/basp/header.hpp>
 
-#include "actors/log.hpp"
+#include "actors/base/log.hpp"
 #include "actors/process/basp_frames.hpp"
 
 namespace kvferry {

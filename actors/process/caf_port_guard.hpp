@@ -7,7 +7,7 @@
 // The guard stands between the socket and CAF, in this process, at no cost
 // to the data plane: it takes over the calls CAF's middleman makes (accept,
 // recv, close from libc; the header check caf::io::basp::valid from
-// libcaf_io; SSL_read, actors/openssl_error_queue.cpp), as the executable's
+// libcaf_io; SSL_read, actors/process/openssl_error_queue.cpp), as the executable's
 // own definitions (an executable's definitions come first in the dynamic
 // linker's scope). On a connection a guarded port accepted it
 //  - reads every BASP header as it comes (basp_frames.hpp) and closes the

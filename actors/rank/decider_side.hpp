@@ -23,9 +23,9 @@
 #include <caf/actor_addr.hpp>
 #include <caf/actor_cast.hpp>
 
+#include "actors/base/log.hpp"
 #include "actors/common/decider_lost.hpp"
 #include "actors/common/durations.hpp"
-#include "actors/log.hpp"
 #include "actors/rank/rank_guard.hpp"
 #include "actors/rank/room_fsm.hpp"
 #include "messages/decision.hpp"

@@ -7,11 +7,11 @@
 
 #include <caf/actor_cast.hpp>
 
-#include "actors/log.hpp"
+#include "actors/base/log.hpp"
+#include "actors/gateway/remote_lookup.hpp"
 #include "actors/rank/decider_side.hpp"
 #include "actors/rank/decode_rank_steps.hpp"
 #include "actors/rank/rank_guard.hpp"
-#include "actors/remote_lookup.hpp"
 
 namespace kvferry::decode_steps {
 

@@ -5,7 +5,7 @@
 // a batch are cut off.
 #include <chrono>
 
-#include "actors/guard.hpp"
+#include "actors/base/guard.hpp"
 #include "actors/rank/decode_rank_steps.hpp"
 #include "messages/staging.hpp"
 

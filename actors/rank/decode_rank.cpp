@@ -2,8 +2,8 @@
 
 #include <caf/actor_cast.hpp>
 
-#include "actors/guard.hpp"
-#include "actors/log.hpp"
+#include "actors/base/guard.hpp"
+#include "actors/base/log.hpp"
 #include "actors/plan/room_grant.hpp"
 #include "actors/plan/tp_mapping.hpp"
 #include "actors/rank/decider_side.hpp"
@@ -158,8 +158,6 @@ decode_room* find(self_ptr self, const room_key& key) {
     return nullptr;
   return &i->second;
 }
-
-/// Whether `rank` is one of the ranks of `peer`'s instance.
 
 /// The decider of a room once it joined (null before).
 decider_actor decider_of(self_ptr self, const decode_room& room) {

@@ -15,18 +15,18 @@
 
 #include <caf/actor_clock.hpp>
 
+#include "actors/base/guard.hpp"
+#include "actors/base/sender_check.hpp"
 #include "actors/common/deadline_book.hpp"
 #include "actors/common/deadlines.hpp"
 #include "actors/common/event_ring.hpp"
 #include "actors/common/local_pool.hpp"
-#include "actors/guard.hpp"
 #include "actors/metrics/rank_figures.hpp"
 #include "actors/rank/decode_room.hpp"
 #include "actors/rank/fence_drains.hpp"
 #include "actors/rank/incarnations.hpp"
 #include "actors/rank/prefill_peer.hpp"
 #include "actors/rank/silence_watch.hpp"
-#include "actors/sender_check.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/decision.hpp"
 #include "messages/handles.hpp"
@@ -79,13 +79,13 @@ struct decode_rank_state {
   bool registered = false;
   /// The decider, watched while a keyed room is live here.
   silence_watch<caf::actor_addr, caf::actor_clock::time_point, rank_ref> deciders_heard;
-  /// Senders of dropped messages, logged once each (actors/sender_check.hpp).
+  /// Senders of dropped messages, logged once each (actors/base/sender_check.hpp).
   stranger_log<caf::actor_addr> strangers;
   bool tick_armed = false;
   caf::actor_clock::time_point tick_due{};  // when the armed check should run
   /// The deadlines of the live rooms, behind one timer (deadline_atom).
   deadline_book<caf::actor_clock::time_point> room_deadlines;
-  /// Run first inside the guard of every handler (actors/guard.hpp).
+  /// Run first inside the guard of every handler (actors/base/guard.hpp).
   handler_hook before_handler;
 };
 

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <string>
 
-#include "actors/guard.hpp"
+#include "actors/base/guard.hpp"
 #include "actors/rank/decode_rank.hpp"
 
 namespace kvferry::decode_steps {

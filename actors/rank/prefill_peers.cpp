@@ -7,15 +7,15 @@
 
 #include <caf/actor_cast.hpp>
 
+#include "actors/base/log.hpp"
 #include "actors/common/deadline_timer.hpp"
-#include "actors/log.hpp"
+#include "actors/gateway/remote_lookup.hpp"
 #include "actors/plan/staging_plan.hpp"
 #include "actors/plan/tp_mapping.hpp"
 #include "actors/rank/decider_side.hpp"
 #include "actors/rank/prefill_rank_steps.hpp"
 #include "actors/rank/rank_guard.hpp"
 #include "actors/rank/room_steps.hpp"
-#include "actors/remote_lookup.hpp"
 #include "messages/scheduler.hpp"
 #include "messages/transfer.hpp"
 
@@ -104,7 +104,6 @@ void handle_request(self_ptr self, prefill_room& room, const room_request& req) 
 }
 
 /// Keeps a request for a room the scheduler has not opened (yet).
-
 void keep_for_open(self_ptr self, const room_request& req) {
   auto& st = self->state;
   switch (st.early.keep_request(req)) {
@@ -155,8 +154,6 @@ void forget_incarnation(self_ptr self, const rank_ref& newer, uint64_t previous)
   });
 }
 
-/// A room's deadline fired (unless it moved on since: `epoch`).
-
 }  // namespace
 
 /// The room opened: the requests and verdict that came first take effect.
@@ -204,8 +201,8 @@ void expiries_due(self_ptr self) {
     expire_waiting(self, d.room, d.tag);
 }
 
-/// The decider of `room` (null while no decode rank asked for it).
-
+/// Registers this rank with its instance's bootstrap (found first where only
+/// its address is known), again a second later while it cannot.
 void register_with_bootstrap(self_ptr self) {
   auto& loc = self->state.cfg.bootstrap;
   resolve_published<bootstrap_actor>(

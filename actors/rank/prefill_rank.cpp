@@ -5,7 +5,7 @@
 
 #include <chrono>
 
-#include "actors/log.hpp"
+#include "actors/base/log.hpp"
 #include "actors/rank/decider_side.hpp"
 #include "actors/rank/prefill_rank_steps.hpp"
 #include "actors/rank/rank_guard.hpp"

@@ -17,16 +17,16 @@
 #include <caf/actor_addr.hpp>
 #include <caf/actor_clock.hpp>
 
+#include "actors/base/guard.hpp"
+#include "actors/base/sender_check.hpp"
 #include "actors/common/deadline_book.hpp"
 #include "actors/common/deadlines.hpp"
 #include "actors/common/event_ring.hpp"
-#include "actors/guard.hpp"
 #include "actors/metrics/rank_figures.hpp"
 #include "actors/rank/early_arrivals.hpp"
 #include "actors/rank/incarnations.hpp"
 #include "actors/rank/prefill_room.hpp"
 #include "actors/rank/silence_watch.hpp"
-#include "actors/sender_check.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/handles.hpp"
 #include "messages/layout.hpp"
@@ -95,7 +95,7 @@ struct prefill_rank_state {
   /// Set while the bootstrap says a rank of this instance left and has not
   /// come back: why the instance serves no room (instance_dead).
   std::optional<failure> instance_down;
-  /// Senders of dropped messages, logged once each (actors/sender_check.hpp).
+  /// Senders of dropped messages, logged once each (actors/base/sender_check.hpp).
   stranger_log<caf::actor_addr> strangers;
   /// The other ranks of this instance, from the bootstrap's last topology.
   std::vector<prefill_rank_actor> siblings;
@@ -105,7 +105,7 @@ struct prefill_rank_state {
   caf::actor_clock::time_point tick_due{};  // when the armed check should run
   /// The deadlines of the live rooms, behind one timer (deadline_atom).
   deadline_book<caf::actor_clock::time_point> room_deadlines;
-  /// Run first inside the guard of every handler (actors/guard.hpp).
+  /// Run first inside the guard of every handler (actors/base/guard.hpp).
   handler_hook before_handler;
 };
 

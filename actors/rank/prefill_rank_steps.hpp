@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "actors/guard.hpp"
+#include "actors/base/guard.hpp"
 #include "actors/rank/prefill_rank.hpp"
 
 namespace kvferry::prefill_steps {

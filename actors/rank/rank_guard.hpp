@@ -13,9 +13,9 @@
 
 #include <caf/sec.hpp>
 
-#include "actors/guard.hpp"
-#include "actors/log.hpp"
-#include "actors/sender_check.hpp"
+#include "actors/base/guard.hpp"
+#include "actors/base/log.hpp"
+#include "actors/base/sender_check.hpp"
 #include "messages/failure.hpp"
 #include "messages/handles.hpp"
 

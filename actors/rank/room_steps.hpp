@@ -11,9 +11,9 @@
 #include <caf/make_message.hpp>
 #include <caf/result.hpp>
 
+#include "actors/base/log.hpp"
 #include "actors/common/deadline_timer.hpp"
 #include "actors/common/event_ring.hpp"
-#include "actors/log.hpp"
 #include "actors/metrics/rank_figures.hpp"
 #include "actors/rank/room_fsm.hpp"
 #include "messages/failure.hpp"

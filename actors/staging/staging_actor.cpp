@@ -6,8 +6,8 @@
 #include <caf/actor_cast.hpp>
 #include <caf/mailbox_element.hpp>
 
-#include "actors/guard.hpp"
-#include "actors/log.hpp"
+#include "actors/base/guard.hpp"
+#include "actors/base/log.hpp"
 
 namespace kvferry {
 

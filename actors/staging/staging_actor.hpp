@@ -19,8 +19,8 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/base/guard.hpp"
 #include "actors/common/local_pool.hpp"
-#include "actors/guard.hpp"
 #include "actors/metrics/staging_figures.hpp"
 #include "actors/staging/staging_book.hpp"
 #include "messages/handles.hpp"
@@ -52,7 +52,7 @@ struct staging_state {
   std::map<caf::actor_addr, transfer_actor> writers;  // to tell of the watermark
   uint64_t told = 0;                                  // the watermark they were told
   uint64_t scatters = 0;                              // writer blocks scattered (tests look)
-  /// Run first inside the guard of every handler (actors/guard.hpp).
+  /// Run first inside the guard of every handler (actors/base/guard.hpp).
   handler_hook before_handler;
   std::unique_ptr<metrics::staging_figures> figures;  // with cfg.metrics
 };

@@ -13,8 +13,8 @@
 #include <caf/send.hpp>
 #include <caf/weak_intrusive_ptr.hpp>
 
-#include "actors/guard.hpp"
-#include "actors/log.hpp"
+#include "actors/base/guard.hpp"
+#include "actors/base/log.hpp"
 #include "actors/plan/planner.hpp"
 #include "actors/transfer/to_failure.hpp"
 #include "actors/transfer/transfer_steps.hpp"

@@ -1,13 +1,13 @@
 // What a throw inside a transfer actor's handler fails: the rooms it concerns
 // (throw_scope.hpp) fail at once, each of their jobs with the chunk_result a
 // failed write sends, naming the exception; the actor carries on. The guard
-// around the handlers is the one every actor has (actors/guard.hpp).
+// around the handlers is the one every actor has (actors/base/guard.hpp).
 #include <optional>
 #include <string>
 #include <utility>
 
-#include "actors/guard.hpp"
-#include "actors/log.hpp"
+#include "actors/base/guard.hpp"
+#include "actors/base/log.hpp"
 #include "actors/transfer/throw_scope.hpp"
 #include "actors/transfer/transfer_steps.hpp"
 

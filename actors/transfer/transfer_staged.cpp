@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/guard.hpp"
-#include "actors/log.hpp"
+#include "actors/base/guard.hpp"
+#include "actors/base/log.hpp"
 #include "actors/plan/staging_plan.hpp"
 #include "actors/transfer/staged_pass.hpp"
 #include "actors/transfer/to_failure.hpp"

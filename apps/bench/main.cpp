@@ -14,7 +14,7 @@
 #include <iostream>
 #include <stdexcept>
 
-#include "actors/log.hpp"
+#include "actors/base/log.hpp"
 #include "apps/bench/bench_args.hpp"
 #include "apps/bench/suite_cuda.hpp"
 #include "apps/bench/suite_failover.hpp"

@@ -23,11 +23,11 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "actors/base/guard.hpp"
 #include "actors/bootstrap/bootstrap_actor.hpp"
-#include "actors/config.hpp"
 #include "actors/decision/decider_actor.hpp"
-#include "actors/guard.hpp"
-#include "actors/tls.hpp"
+#include "actors/gateway/tls.hpp"
+#include "actors/process/config.hpp"
 #include "apps/bench/bench_report.hpp"
 #include "apps/bench/kv_traffic.hpp"
 #include "apps/common/child_process.hpp"

@@ -11,8 +11,8 @@
 #include <caf/io/middleman.hpp>
 
 #include "actors/bootstrap/bootstrap_actor.hpp"
-#include "actors/config.hpp"
 #include "actors/decision/decider_actor.hpp"
+#include "actors/process/config.hpp"
 #include "actors/transfer/transfer_actor.hpp"
 #include "apps/bench/bench_report.hpp"
 #include "apps/common/hosted_ranks.hpp"

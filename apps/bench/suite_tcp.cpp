@@ -22,13 +22,13 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/bootstrap/bootstrap_actor.hpp"
-#include "actors/config.hpp"
 #include "actors/facade/runtime.hpp"
+#include "actors/gateway/tls.hpp"
 #include "actors/metrics/exposition.hpp"
 #include "actors/metrics/process_figures.hpp"
 #include "actors/metrics/rank_figures.hpp"
 #include "actors/plan/planner.hpp"
-#include "actors/tls.hpp"
+#include "actors/process/config.hpp"
 #include "apps/bench/bench_report.hpp"
 #include "apps/bench/kv_traffic.hpp"
 #include "apps/common/child_process.hpp"

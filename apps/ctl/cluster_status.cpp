@@ -7,7 +7,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/tls.hpp"
+#include "actors/gateway/tls.hpp"
 #include "messages/ids.hpp"
 #include "messages/type_ids.hpp"
 

@@ -20,9 +20,9 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/config.hpp"
-#include "actors/log.hpp"
-#include "actors/tls.hpp"
+#include "actors/base/log.hpp"
+#include "actors/gateway/tls.hpp"
+#include "actors/process/config.hpp"
 #include "apps/ctl/cluster_status.hpp"
 #include "apps/ctl/cluster_top.hpp"
 #include "apps/ctl/room_timeline.hpp"

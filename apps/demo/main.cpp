@@ -30,12 +30,12 @@
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 
+#include "actors/base/log.hpp"
 #include "actors/bootstrap/bootstrap_actor.hpp"
-#include "actors/config.hpp"
 #include "actors/decision/decider_actor.hpp"
 #include "actors/facade/runtime.hpp"
-#include "actors/log.hpp"
-#include "actors/tls.hpp"
+#include "actors/gateway/tls.hpp"
+#include "actors/process/config.hpp"
 #include "apps/common/host_pool.hpp"
 #include "apps/common/hosted_ranks.hpp"
 #include "apps/common/scheduler_driver.hpp"

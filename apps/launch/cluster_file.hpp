@@ -14,8 +14,9 @@
 #include <vector>
 
 #include "actors/common/deadlines.hpp"
+#include "actors/common/durations.hpp"
+#include "actors/process/tls_files.hpp"
 #include "actors/staging/staging_options.hpp"
-#include "actors/tls_files.hpp"
 
 namespace kvferry::launch {
 
@@ -205,7 +206,7 @@ std::string to_string(const restart_policy& p);
 /// Parses a duration such as "200ms", "20s", "5min", "500us" (nullopt if not one).
 std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text);
 
-/// A duration as the file writes it: "200ms", "1.6s", "5s", "2min", "750us".
-std::string format_duration(std::chrono::nanoseconds d);
+// format_duration (actors/common/durations.hpp) writes a duration as the
+// file does; parse_duration reads it back.
 
 }  // namespace kvferry::launch

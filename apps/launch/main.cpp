@@ -16,7 +16,7 @@
 // times (apps/launch/supervision.hpp).
 //
 // --log-format=text|json: the log as text lines (the default) or one JSON
-// object per line for log shippers (actors/log_json.hpp); passed on to the
+// object per line for log shippers (actors/base/log_json.hpp); passed on to the
 // nodes under --local and to per-rank children, like --kvferry.log-level.
 // KVFERRY_LOG_FORMAT in the environment wins, as KVFERRY_LOG_LEVEL does.
 //
@@ -42,10 +42,10 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/config.hpp"
-#include "actors/log.hpp"
-#include "actors/log_json.hpp"
-#include "actors/tls.hpp"
+#include "actors/base/log.hpp"
+#include "actors/base/log_json.hpp"
+#include "actors/gateway/tls.hpp"
+#include "actors/process/config.hpp"
 #include "apps/common/child_process.hpp"
 #include "apps/common/whole_lines.hpp"
 #include "apps/launch/cluster_file.hpp"

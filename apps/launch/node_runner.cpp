@@ -19,14 +19,14 @@
 
 #include <caf/io/middleman.hpp>
 
+#include "actors/base/log.hpp"
+#include "actors/base/log_json.hpp"
 #include "actors/bootstrap/bootstrap_actor.hpp"
 #include "actors/decision/decider_actor.hpp"
 #include "actors/facade/runtime.hpp"
-#include "actors/log.hpp"
-#include "actors/log_json.hpp"
+#include "actors/gateway/tls.hpp"
 #include "actors/metrics/process_figures.hpp"
 #include "actors/process/caf_port_guard.hpp"
-#include "actors/tls.hpp"
 #include "apps/common/child_process.hpp"
 #include "apps/common/host_pool.hpp"
 #include "apps/common/hosted_ranks.hpp"

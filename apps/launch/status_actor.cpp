@@ -9,9 +9,9 @@
 #include <caf/exit_reason.hpp>
 #include <caf/system_messages.hpp>
 
+#include "actors/base/log.hpp"
+#include "actors/base/sender_check.hpp"
 #include "actors/gateway/peer_names.hpp"
-#include "actors/log.hpp"
-#include "actors/sender_check.hpp"
 
 namespace kvferry::launch {
 

@@ -8,7 +8,7 @@
 // kvferry-ctl asks it with status_atom.
 #pragma once
 
-#include "actors/sender_check.hpp"
+#include "actors/base/sender_check.hpp"
 
 #include <map>
 #include <string>

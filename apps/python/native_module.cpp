@@ -20,12 +20,12 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/bootstrap/bootstrap_actor.hpp"
-#include "actors/config.hpp"
 #include "actors/decision/decider_actor.hpp"
 #include "actors/facade/receiver.hpp"
 #include "actors/facade/runtime.hpp"
 #include "actors/facade/sender.hpp"
-#include "actors/tls.hpp"
+#include "actors/gateway/tls.hpp"
+#include "actors/process/config.hpp"
 
 namespace py = pybind11;
 using namespace kvferry;

@@ -29,10 +29,10 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/config.hpp"
+#include "actors/gateway/tls.hpp"
 #include "actors/process/basp_frames.hpp"
 #include "actors/process/caf_port_guard.hpp"
-#include "actors/tls.hpp"
+#include "actors/process/config.hpp"
 #include "tests/support/loopback_dial.hpp"
 
 using namespace kvferry;

@@ -47,7 +47,7 @@ TEST_CASE_METHOD(deadline_fixture, "prefill Bootstrapping: no decode ever asks",
   CHECK(e->why.code == errc::deadline);
   // No decode rank asked: every prefill rank concludes alone, in the same words.
   CHECK(e->why.cause ==
-        "room 1 stayed in Bootstrapping past its 60s deadline: no decode rank "
+        "room 1 stayed in Bootstrapping past its 1min deadline: no decode rank "
         "asked for it");
   CHECK(e->why.origin == instance_ref(role::prefill, "prefill-0", 7));
   // A decode that asks later gets the same verdict.
@@ -162,7 +162,7 @@ TEST_CASE_METHOD(deadline_fixture, "decode Bootstrapping: the prefill instance n
   auto why = r.failure()->why;
   CHECK(why.code == errc::bootstrap_unreachable);
   CHECK_THAT(why.cause,
-             Catch::Contains("stayed in Bootstrapping past its 60s deadline") &&
+             Catch::Contains("stayed in Bootstrapping past its 1min deadline") &&
                  Catch::Contains("prefill instance prefill-empty has 0 of 0 ranks registered"));
   caf::anon_send_exit(empty, caf::exit_reason::kill);
 }

@@ -2,7 +2,7 @@
 // exception concerns fail at once on every rank with one cause that names the
 // exception and the actor, and later rooms move every byte. Each case throws
 // inside one actor while a room is live: a fault planted in the actor's
-// before_handler hook (actors/guard.hpp), or a transport whose post throws
+// before_handler hook (actors/base/guard.hpp), or a transport whose post throws
 // (the transfer actor's seam).
 #include "tests/support/instance_fixture.hpp"
 
@@ -12,7 +12,7 @@
 #include <utility>
 #include "actors/common/decider_lost.hpp"
 
-#include "actors/guard.hpp"
+#include "actors/base/guard.hpp"
 #include "actors/staging/staging_actor.hpp"
 #include "messages/staging.hpp"
 

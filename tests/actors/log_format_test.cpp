@@ -1,4 +1,4 @@
-// The JSON-lines log format (actors/log_json.hpp), by formatting messages
+// The JSON-lines log format (actors/base/log_json.hpp), by formatting messages
 // directly: one object per line, the rank, room and failure read from the
 // house convention, strings escaped; and log_format_from.
 #include <catch2/catch.hpp>
@@ -7,8 +7,8 @@
 #include <chrono>
 #include <string>
 
-#include "actors/log.hpp"
-#include "actors/log_json.hpp"
+#include "actors/base/log.hpp"
+#include "actors/base/log_json.hpp"
 #include "messages/failure.hpp"
 
 using namespace kvferry;

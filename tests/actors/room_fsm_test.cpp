@@ -92,7 +92,9 @@ TEST_CASE("room_fsm names the state a room was stuck in", "[logic][fsm]") {
 }
 
 TEST_CASE("durations print in the unit that reads best", "[logic][fsm]") {
-  CHECK(format_duration(300s) == "300s");
+  CHECK(format_duration(300s) == "5min");
+  CHECK(format_duration(90s) == "90s");
+  CHECK(format_duration(1234ms) == "1.234s");
   CHECK(format_duration(1500ms) == "1.5s");
   CHECK(format_duration(250ms) == "250ms");
   CHECK(format_duration(40us) == "40us");

@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "actors/base/log.hpp"
 #include "actors/bootstrap/bootstrap_actor.hpp"
 #include "actors/common/decider_lost.hpp"
 #include "actors/decision/decider_actor.hpp"
 #include "actors/facade/runtime.hpp"
-#include "actors/log.hpp"
 #include "apps/common/host_pool.hpp"
 #include "messages/type_registry.hpp"
 

@@ -13,7 +13,7 @@
 #include <set>
 #include <string>
 
-#include "actors/tls_files.hpp"
+#include "actors/process/tls_files.hpp"
 
 namespace kvferry::test {
 

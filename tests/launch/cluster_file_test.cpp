@@ -13,6 +13,7 @@
 #include "apps/launch/supervision.hpp"
 
 using namespace kvferry::launch;
+using kvferry::format_duration;
 
 namespace {
 

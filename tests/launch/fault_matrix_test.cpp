@@ -113,14 +113,6 @@ std::string cluster_file(const topology& t) {
   return f.str();
 }
 
-/// A prefill rank that no decode rank reached for the room concludes Failed
-/// alone, with its own cause: the one exemption from "alike".
-bool alone(const conclusion& c) {
-  return c.state == "Failed" && (c.why.find("no decode rank asked for it") != std::string::npos ||
-                                 c.why.find("was requested but not opened") != std::string::npos ||
-                                 c.why.find("stayed in Bootstrapping") != std::string::npos);
-}
-
 struct outcome {
   std::string name;
   bool ended = false;
@@ -254,7 +246,7 @@ outcome run_case(const matrix_case& mc) {
     for (auto& c : cs) {
       if (c.rank.rfind("prefill-", 0) == 0)
         prefills.insert(c.instance());
-      if ((c.state == ref->state && c.why == ref->why) || alone(c))
+      if ((c.state == ref->state && c.why == ref->why) || kvferry::test::concluded_alone(c))
         continue;
       if (++o.disagreements <= 5)
         o.notes.push_back("room " + std::to_string(room) + ": " + c.rank + " " + c.state + " " +

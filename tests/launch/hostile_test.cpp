@@ -60,7 +60,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "actors/config.hpp"
+#include "actors/process/config.hpp"
 #include "apps/common/child_process.hpp"
 #include "messages/node_status.hpp"
 #include "messages/room.hpp"

@@ -27,7 +27,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/config.hpp"
+#include "actors/process/config.hpp"
 #include "apps/common/child_process.hpp"
 #include "apps/launch/status_actor.hpp"
 #include "messages/type_ids.hpp"

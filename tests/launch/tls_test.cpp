@@ -31,8 +31,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "actors/config.hpp"
-#include "actors/tls.hpp"
+#include "actors/gateway/tls.hpp"
+#include "actors/process/config.hpp"
 #include "apps/common/child_process.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/handles.hpp"

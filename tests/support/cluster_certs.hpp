@@ -15,7 +15,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "actors/tls_files.hpp"
+#include "actors/process/tls_files.hpp"
 #include "apps/common/child_process.hpp"
 
 namespace kvferry::test {

@@ -13,9 +13,9 @@
 
 #include <caf/actor_system_config.hpp>
 
+#include "actors/base/log.hpp"
 #include "actors/bootstrap/bootstrap_actor.hpp"
 #include "actors/facade/runtime.hpp"
-#include "actors/log.hpp"
 #include "actors/rank/decode_rank.hpp"
 #include "actors/rank/prefill_rank.hpp"
 #include "actors/transfer/transfer_actor.hpp"

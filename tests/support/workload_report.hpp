@@ -23,6 +23,16 @@ struct conclusion {
   std::string instance() const { return rank.substr(0, rank.find(' ')); }
 };
 
+/// A prefill rank that no decode rank reached for the room concludes Failed
+/// alone, with its own cause (its Bootstrapping deadline): the one exemption
+/// from "every rank alike" (docs/ARCHITECTURE.md §8). Its sibling that a
+/// decode rank did reach concludes with the decider's verdict.
+inline bool concluded_alone(const conclusion& c) {
+  return c.state == "Failed" && (c.why.find("no decode rank asked for it") != std::string::npos ||
+                                 c.why.find("was requested but not opened") != std::string::npos ||
+                                 c.why.find("stayed in Bootstrapping") != std::string::npos);
+}
+
 /// Room -> every rank's conclusion, from the whole lines of `out` that are a
 /// conclusion: "conclusion RANK room N STATE AT WHY", after any number of
 /// relay prefixes ("[node] "). Anchored at both ends of the line, so a line

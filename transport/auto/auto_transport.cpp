@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "transport/base/completion_relay.hpp"
-#include "transport/registry.hpp"
 
 namespace kvferry::transport::automatic {
 
@@ -229,11 +228,10 @@ class auto_transport final : public transport {
 
 }  // namespace
 
-result<std::unique_ptr<transport>> make_auto_transport(const options& opts) {
-  auto tcp = make_transport("tcp", opts);
+result<std::unique_ptr<transport>> make_auto_transport(result<std::unique_ptr<transport>> tcp,
+                                                       result<std::unique_ptr<transport>> shm) {
   if (!tcp.ok())
     return tcp.error();
-  auto shm = make_transport("shm", opts);
   auto t = std::make_unique<auto_transport>(shm.ok() ? std::move(shm).value() : nullptr,
                                             std::move(tcp).value());
   t->enable_shm();

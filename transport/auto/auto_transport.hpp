@@ -12,7 +12,10 @@
 
 namespace kvferry::transport::automatic {
 
-/// Creates an auto transport; `opts` go to every backend it owns.
-result<std::unique_ptr<transport>> make_auto_transport(const options& opts);
+/// An auto transport over `tcp` and `shm`, made by the registry with the same
+/// options: tcp is needed (its error is returned), shm is used where it was
+/// made (a machine without shared memory runs on tcp alone).
+result<std::unique_ptr<transport>> make_auto_transport(result<std::unique_ptr<transport>> tcp,
+                                                       result<std::unique_ptr<transport>> shm);
 
 }  // namespace kvferry::transport::automatic

@@ -4,17 +4,17 @@
 
 #include <algorithm>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
+
+#include "transport/base/process_nonce.hpp"
 
 namespace kvferry::transport {
 
 namespace {
 
-/// What export_shared() hands out: this process and the address. A pid alone
-/// does not name a process across pid namespaces: a random number drawn once
-/// per process goes with it.
+/// What export_shared() hands out: this process (this_process(), not its pid
+/// alone) and the address.
 struct shared_handle {
   uint32_t magic = 0x4B564448;  // "KVDH"
   uint32_t pid = 0;
@@ -22,14 +22,6 @@ struct shared_handle {
   uint64_t bytes = 0;
   uint64_t process = 0;
 };
-
-uint64_t this_process() {
-  static const uint64_t id = [] {
-    std::random_device rd;
-    return (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(::getpid());
-  }();
-  return id;
-}
 
 }  // namespace
 

@@ -4,10 +4,10 @@
 
 #include <cstring>
 #include <mutex>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "transport/base/process_nonce.hpp"
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/cuda_device.hpp"
 #include "transport/cuda/cuda_memory.hpp"
@@ -31,14 +31,6 @@ struct shared_handle {
   uint32_t pid = 0;
   uint32_t magic = 0x4B564443;  // "KVDC"
 };
-
-uint64_t this_process() {
-  static const uint64_t id = [] {
-    std::random_device rd;
-    return (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(::getpid());
-  }();
-  return id;
-}
 
 /// The allocation `p` lies in: cuMemGetAddressRange through the runtime's
 /// driver entry point (no link against libcuda).

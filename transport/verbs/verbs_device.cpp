@@ -6,13 +6,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transport/base/posix_socket.hpp"
+
 namespace kvferry::transport::verbs {
 
 namespace {
-
-std::string errno_text(int err) {
-  return std::string{std::strerror(err)} + " (errno " + std::to_string(err) + ")";
-}
 
 /// GPUDirect RDMA needs a peer-memory client in the kernel; without one,
 /// ibv_reg_mr refuses device pointers.

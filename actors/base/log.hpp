@@ -1,6 +1,6 @@
 // kvferry's logger (spdlog). Lines that concern a room or a rank name them:
 //   [prefill-0 tp0 pp0] room 42#7: chunk 3 landed (16 pages)
-// As text (the default) or as JSON lines (actors/log_json.hpp), one object per
+// As text (the default) or as JSON lines (actors/base/log_json.hpp), one object per
 // line with the rank, room and failure read from the text.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "actors/log_json.hpp"
+#include "actors/base/log_json.hpp"
 
 #include <charconv>
 #include <chrono>

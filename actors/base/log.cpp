@@ -1,11 +1,11 @@
-#include "actors/log.hpp"
+#include "actors/base/log.hpp"
 
 #include <cstdlib>
 #include <memory>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
-#include "actors/log_json.hpp"
+#include "actors/base/log_json.hpp"
 
 namespace kvferry {
 

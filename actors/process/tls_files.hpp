@@ -1,4 +1,4 @@
-// A node's TLS files (actors/tls.hpp uses them; the cluster file names them).
+// A node's TLS files (actors/gateway/tls.hpp uses them; the cluster file names them).
 #pragma once
 
 #include <string>

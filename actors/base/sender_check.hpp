@@ -15,7 +15,7 @@
 #include <caf/actor_cast.hpp>
 #include <caf/node_id.hpp>
 
-#include "actors/log.hpp"
+#include "actors/base/log.hpp"
 
 namespace kvferry {
 

@@ -18,7 +18,7 @@
 
 #include "actors/gateway/gateway_actor.hpp"
 #include "actors/process/caf_port_guard.hpp"
-#include "actors/tls_files.hpp"
+#include "actors/process/tls_files.hpp"
 #include "messages/failure.hpp"
 
 namespace kvferry {

@@ -1,4 +1,4 @@
-#include "actors/config.hpp"
+#include "actors/process/config.hpp"
 
 #include <chrono>
 

@@ -1,4 +1,4 @@
-#include "actors/tls.hpp"
+#include "actors/gateway/tls.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -6,7 +6,7 @@
 
 #include <caf/openssl/manager.hpp>
 
-#include "actors/log.hpp"
+#include "actors/base/log.hpp"
 
 namespace kvferry {
 
@@ -38,7 +38,7 @@ void enable_tls(caf::actor_system_config& cfg, const tls_files& f) {
   if (!detail::openssl_error_queue_guarded())
     log().warn(
         "TLS: libcaf_openssl does not call kvferry's SSL_read; one failed handshake may "
-        "then cut this process's other TLS connections (actors/openssl_error_queue.cpp)");
+        "then cut this process's other TLS connections (actors/process/openssl_error_queue.cpp)");
 }
 
 bool loopback_host(const std::string& host) {

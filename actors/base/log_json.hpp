@@ -34,7 +34,7 @@ struct log_fields {
   std::string origin;                  ///< the cause's trailing "(from RANK)"
 };
 
-/// Reads the fields of `msg` (house convention, see actors/log.hpp).
+/// Reads the fields of `msg` (house convention, see actors/base/log.hpp).
 log_fields read_log_fields(std::string_view msg);
 
 /// True when `code` is the name of a failure code (to_string(errc), not none).

@@ -4,7 +4,7 @@
 // middleman actor's asynchronous connect, with a timeout (CAF's blocking
 // remote_actor() can hang forever on a frozen peer), and the published
 // actor's interface is checked against the handle type. Under TLS the lookup
-// goes through this process's gateway instead (actors/tls.hpp).
+// goes through this process's gateway instead (actors/gateway/tls.hpp).
 #pragma once
 
 #include <chrono>
