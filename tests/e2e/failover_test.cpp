@@ -31,8 +31,13 @@ TEST_CASE("a prefill rank process killed mid-transfer: the survivors agree and l
   REQUIRE(!struck.empty());
   uint32_t failed = 0;
   for (auto room : struck) {
-    // Three survivors saw it: decode tp0, decode tp1, prefill tp0.
     auto& cs = r.rooms.at(room);
+    // A room the decode side skipped (its time passed before decode started,
+    // as under CPU load) is concluded by the prefill rank alone, by its
+    // Bootstrapping deadline (docs/ARCHITECTURE.md §8): not one the kill hit.
+    if (cs.size() == 1 && cs.front().why.find("no decode rank asked for it") != std::string::npos)
+      continue;
+    // Three survivors saw it: decode tp0, decode tp1, prefill tp0.
     CHECK(cs.size() == 3u);
     // A room whose bytes had all landed may still succeed; the others fail
     // because the killed rank's connection dropped. A room bound to it (its
