@@ -13,6 +13,7 @@ packages=(
   procps                    # pgrep: the hostile test finds the node processes
   catch2                    # Catch2 v2
   libspdlog-dev libfmt-dev  # logging
+  libxxhash-dev             # XXH3: end-to-end KV checksums
   libibverbs-dev librdmacm-dev  # the verbs backend (built where found, runs where a device is)
   iproute2                  # ip netns, for multi-host tests
   ucx-utils                 # ucx_perftest, beside kvferry-bench transports (optional there)

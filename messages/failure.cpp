@@ -50,6 +50,8 @@ std::string to_string(errc code) {
       return "staging_oversized";
     case errc::overloaded:
       return "overloaded";
+    case errc::checksum_mismatch:
+      return "checksum_mismatch";
     case errc::peer_down:
       return "peer_down";
     case errc::heartbeat_lost:

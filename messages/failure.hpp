@@ -61,6 +61,10 @@ enum class errc : uint8_t {
   /// A rank refused a new room because it already holds as many as it admits
   /// at once (the cause names its limit): the room is refused, not lost.
   overloaded = 15,
+  /// The KV bytes that landed do not hash to what the sender computed over
+  /// what it wrote (end-to-end KV checksums; the cause names the page, the
+  /// buffer and the rank that checked).
+  checksum_mismatch = 16,
 
   // -- one peer rank ----------------------------------------------------------
 

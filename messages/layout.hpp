@@ -21,7 +21,8 @@
 namespace kvferry {
 
 /// Version of the room protocol; both sides must speak the same one.
-constexpr uint32_t protocol_version = 1;
+/// 2: room_request carries the decode side's prefix (prefix reuse).
+constexpr uint32_t protocol_version = 2;
 
 /// Bytes at the start of aux buffer 0's row that carry {room id, generation},
 /// little-endian u64 each. Decode commits a room only if they match.

@@ -65,6 +65,10 @@ class room_slot {
   /// into them (decode) or out of them (prefill) can still happen.
   bool released() const noexcept { return released_.load(std::memory_order_acquire); }
 
+  /// Prefill: the tokens the decode side already holds (prefix reuse), read
+  /// once the state is WaitingForInput or above (written before it).
+  uint32_t prefix_tokens() const noexcept { return prefix_tokens_.load(std::memory_order_acquire); }
+
   // -- rank actor side --------------------------------------------------------
 
   /// Moves the state up to `to` (not into Failed). Returns false when `to` is
@@ -78,6 +82,12 @@ class room_slot {
   /// Marks the room's pages reusable (after it concluded).
   void release() noexcept { released_.store(true, std::memory_order_release); }
 
+  /// Publishes the decode side's prefix (before the state moves past
+  /// Bootstrapping).
+  void set_prefix_tokens(uint32_t n) noexcept {
+    prefix_tokens_.store(n, std::memory_order_release);
+  }
+
  private:
   kv_poll published() const noexcept {
     return static_cast<kv_poll>(state_.load(std::memory_order_acquire));
@@ -90,6 +100,7 @@ class room_slot {
   std::atomic<uint8_t> state_{static_cast<uint8_t>(kv_poll::bootstrapping)};
   std::atomic<bool> released_{false};
   std::atomic<int64_t> concluded_at_{0};
+  std::atomic<uint32_t> prefix_tokens_{0};
   mutable std::mutex mu_;  // guards error_
   std::optional<transfer_error> error_;
 };

@@ -36,6 +36,9 @@ struct dest_registration {
   /// What the prefill rank's transport proves to this rank's receiver when it
   /// connects (transport::credential_for of the prefill rank's endpoint).
   std::string data_credential;
+  /// End-to-end KV checksums this rank checks ("xxh3"; "" or "off": none):
+  /// the prefill rank sends the digests of what it writes with every chunk.
+  std::string checksum{};
 
   friend bool operator==(const dest_registration&, const dest_registration&) = default;
 };
@@ -43,7 +46,7 @@ struct dest_registration {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, dest_registration& x) {
   return f(caf::meta::type_name("kvferry.dest_registration"), x.decode_rank, x.handle,
-           x.data_endpoint, x.layout, x.staging, x.data_credential);
+           x.data_endpoint, x.layout, x.staging, x.data_credential, x.checksum);
 }
 
 /// The prefill rank accepted the registration (its layout matched).
@@ -65,6 +68,11 @@ typename Inspector::result_type inspect(Inspector& f, dest_accepted& x) {
 /// the room's pages, in order, the aux row and the state indices (for the
 /// source that writes them), and the room's decider. A dummy request names a
 /// source that takes part in the room but writes nothing into this rank.
+///
+/// Prefix reuse: the decode rank already holds the room's first
+/// `prefix_tokens` tokens (SGLang's decode_prefix_len). The pages of both
+/// sides start at the page that holds token `prefix_tokens`; of that first
+/// page only the tokens from `prefix_tokens % page_size` on are written.
 struct room_request {
   room_key key;
   rank_ref decode_rank;
@@ -73,6 +81,7 @@ struct room_request {
   uint32_t aux_slot = no_aux_slot;
   std::vector<std::vector<uint32_t>> dst_states;
   bool dummy = false;
+  uint32_t prefix_tokens = 0;
 
   friend bool operator==(const room_request&, const room_request&) = default;
 };
@@ -80,7 +89,7 @@ struct room_request {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, room_request& x) {
   return f(caf::meta::type_name("kvferry.room_request"), x.key, x.decode_rank, x.decider,
-           x.dst_pages, x.aux_slot, x.dst_states, x.dummy);
+           x.dst_pages, x.aux_slot, x.dst_states, x.dummy, x.prefix_tokens);
 }
 
 /// Every write of one chunk has been placed in the decode rank's memory. On the
@@ -96,6 +105,9 @@ struct chunk_landed {
   /// scattered into the room's pages from position `first_page` on.
   bool staged = false;
   uint32_t first_page = 0;
+  /// With checksums on: the source's digests of what it wrote, per buffer
+  /// pair and page (actors/plan/kv_digest.hpp), checked before the chunk counts.
+  std::vector<uint64_t> digests{};
 
   friend bool operator==(const chunk_landed&, const chunk_landed&) = default;
 };
@@ -103,7 +115,7 @@ struct chunk_landed {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chunk_landed& x) {
   return f(caf::meta::type_name("kvferry.chunk_landed"), x.key, x.prefill_rank, x.chunk, x.pages,
-           x.bytes, x.last, x.staged, x.first_page);
+           x.bytes, x.last, x.staged, x.first_page, x.digests);
 }
 
 /// A staged chunk was scattered into the room's pages (then it counts as

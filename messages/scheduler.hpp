@@ -52,14 +52,17 @@ struct receiver_init {
   std::vector<uint32_t> dst_pages;
   uint32_t aux_slot = no_aux_slot;
   std::vector<std::vector<uint32_t>> states;  ///< destination state indices, per component
+  /// Tokens of the room this rank already holds (prefix reuse; room.hpp's
+  /// room_request): the pages start at the page holding this token.
+  uint32_t prefix_tokens = 0;
 
   friend bool operator==(const receiver_init&, const receiver_init&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, receiver_init& x) {
-  return f(caf::meta::type_name("kvferry.receiver_init"), x.room, x.dst_pages, x.aux_slot,
-           x.states);
+  return f(caf::meta::type_name("kvferry.receiver_init"), x.room, x.dst_pages, x.aux_slot, x.states,
+           x.prefix_tokens);
 }
 
 /// The answer to a poll by message (actor schedulers).
@@ -67,13 +70,16 @@ struct room_status {
   room_key key;
   kv_poll state = kv_poll::bootstrapping;
   failure why;
+  /// On a prefill rank, from WaitingForInput on: the tokens the decode side
+  /// already holds (prefix reuse); the scheduler computes from there.
+  uint32_t prefix_tokens = 0;
 
   friend bool operator==(const room_status&, const room_status&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, room_status& x) {
-  return f(caf::meta::type_name("kvferry.room_status"), x.key, x.state, x.why);
+  return f(caf::meta::type_name("kvferry.room_status"), x.key, x.state, x.why, x.prefix_tokens);
 }
 
 }  // namespace kvferry

@@ -98,13 +98,17 @@ struct staging_room {
   room_key key;
   std::vector<uint32_t> dst_pages;
   std::vector<staging_writer> writers;
+  /// Tokens of the first page the rank already holds (prefix reuse): the
+  /// scatter leaves them as they are.
+  uint32_t skip_tokens = 0;
 
   friend bool operator==(const staging_room&, const staging_room&) = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, staging_room& x) {
-  return f(caf::meta::type_name("kvferry.staging_room"), x.key, x.dst_pages, x.writers);
+  return f(caf::meta::type_name("kvferry.staging_room"), x.key, x.dst_pages, x.writers,
+           x.skip_tokens);
 }
 
 /// The room was released (nothing of it can land any more): its ring space

@@ -21,6 +21,7 @@ struct peer_connect {
   /// The peer's staging ring, when its chunks from this rank take it.
   staging_offer staging;
   std::string credential;  ///< what the peer's receiver wants proved (dest_registration)
+  std::string checksum{};  ///< the digests the peer checks ("xxh3"; "": none)
 
   friend bool operator==(const peer_connect&, const peer_connect&) = default;
 };
@@ -28,7 +29,7 @@ struct peer_connect {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, peer_connect& x) {
   return f(caf::meta::type_name("kvferry.peer_connect"), x.peer, x.endpoint, x.layout, x.staging,
-           x.credential);
+           x.credential, x.checksum);
 }
 
 /// Write one chunk of a room: src_pages[i] → dst_pages[i] in every KV buffer
@@ -39,6 +40,9 @@ struct chunk_job {
   rank_ref peer;
   uint32_t chunk = 0;
   uint32_t first_page = 0;  ///< position of the chunk's first page in the room
+  /// Tokens of the chunk's first page the destination already holds (prefix
+  /// reuse; only on the room's first chunk): they are not written.
+  uint32_t skip_tokens = 0;
   std::vector<uint32_t> src_pages;
   std::vector<uint32_t> dst_pages;
   bool last = false;
@@ -53,7 +57,8 @@ struct chunk_job {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chunk_job& x) {
   return f(caf::meta::type_name("kvferry.chunk_job"), x.key, x.peer, x.chunk, x.first_page,
-           x.src_pages, x.dst_pages, x.last, x.src_aux, x.dst_aux, x.src_states, x.dst_states);
+           x.skip_tokens, x.src_pages, x.dst_pages, x.last, x.src_aux, x.dst_aux, x.src_states,
+           x.dst_states);
 }
 
 /// The outcome of one chunk_job: placed, or the failure of its room.
@@ -67,7 +72,8 @@ struct chunk_result {
   uint32_t writes = 0;  ///< transport writes after coalescing
   bool staged = false;  ///< its KV went into the peer's staging ring
   uint32_t first_page = 0;
-  failure why;  ///< set when the chunk failed
+  failure why;                      ///< set when the chunk failed
+  std::vector<uint64_t> digests{};  ///< of what it wrote, when the peer checks them
 
   friend bool operator==(const chunk_result&, const chunk_result&) = default;
 };
@@ -75,7 +81,7 @@ struct chunk_result {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chunk_result& x) {
   return f(caf::meta::type_name("kvferry.chunk_result"), x.key, x.peer, x.chunk, x.last, x.pages,
-           x.bytes, x.writes, x.staged, x.first_page, x.why);
+           x.bytes, x.writes, x.staged, x.first_page, x.why, x.digests);
 }
 
 /// A transport completion: batch `cookie` finished with status `code`

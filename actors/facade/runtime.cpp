@@ -143,6 +143,10 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     pool.aux_bases.push_back(static_cast<std::byte*>(b.base));
   if (device_pool)
     pool.device = o.transport_options.device;
+  if (o.side == role::decode && o.checksum != kv_checksum::off && device_pool)
+    return make_error(errc::unsupported,
+                      "checksum " + to_string(o.checksum) +
+                          " over a device pool: checksums are built for host pools only");
 
   // The rank actor holds this token while it lives; the slots of its rooms
   // watch it.
@@ -253,6 +257,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
                            rt->board_,
                            nullptr,
                            o.life_token ? this_process_life() : life_token_ref{}};
+    cfg.checksum = o.checksum;
     if (o.metrics)
       cfg.figures = std::make_shared<metrics::rank_figures>(o.metrics, rt->rank_);
     rt->decode_ = sys.spawn(decode_rank, std::move(cfg));

@@ -26,6 +26,7 @@
 #include "actors/facade/receiver.hpp"
 #include "actors/facade/sender.hpp"
 #include "actors/metrics/registry.hpp"
+#include "actors/plan/kv_digest.hpp"
 #include "actors/staging/staging_options.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/decision.hpp"
@@ -58,6 +59,11 @@ struct rank_options {
   int cuda_device = 0;
   deadlines limits;
   staging_options staging;
+  /// Decode: end-to-end KV checksums. Every chunk's source sends the digests
+  /// of what it wrote (kv_digest.hpp); this rank checks what landed before
+  /// the chunk counts, and a mismatch fails the room (checksum_mismatch) on
+  /// every rank of both instances. Host pools only, for now.
+  kv_checksum checksum = kv_checksum::off;
   /// Prefill: the bootstrap this rank registers with.
   bootstrap_locator bootstrap;
   /// Prefill: publish the rank's actor on control_host:control_port (0: any

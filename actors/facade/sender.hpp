@@ -23,6 +23,12 @@ class sender : public room_handle<prefill_rank_actor> {
   /// list per component of the pool). Chunks sent before the destination is
   /// known wait inside the rank.
   void send(std::vector<uint32_t> pages, bool last, std::vector<std::vector<uint32_t>> states = {});
+
+  /// The tokens the decode side already holds (prefix reuse, receiver::init),
+  /// once poll() is WaitingForInput or above; 0 before, and without reuse.
+  /// The room's pages (init's num_pages, every chunk) start at the page that
+  /// holds this token, as SGLang's pop_decode_prefix_len has it.
+  uint32_t decode_prefix_tokens() const { return slot_->prefix_tokens(); }
 };
 
 }  // namespace kvferry

@@ -103,8 +103,8 @@ transport::result<slice_geometry> geometry_of(const kv_layout& src, const kv_lay
 
 transport::result<write_plan> plan_kv(const kv_layout& src, const kv_layout& dst,
                                       std::span<const uint32_t> src_pages,
-                                      std::span<const uint32_t> dst_pages,
-                                      uint64_t max_write_bytes) {
+                                      std::span<const uint32_t> dst_pages, uint64_t max_write_bytes,
+                                      uint32_t skip_tokens) {
   if (src_pages.size() != dst_pages.size())
     return status::invalid_argument(std::to_string(src_pages.size()) + " source pages against " +
                                     std::to_string(dst_pages.size()) +
@@ -115,6 +115,11 @@ transport::result<write_plan> plan_kv(const kv_layout& src, const kv_layout& dst
     return st;
   if (max_write_bytes == 0)
     max_write_bytes = UINT64_MAX;
+  if (skip_tokens >= src.page_size)
+    return status::invalid_argument(
+        "a skip of " + std::to_string(skip_tokens) +
+        " tokens of the first page, expected fewer than the page size " +
+        std::to_string(src.page_size));
 
   auto g = geometry_of(src, dst);
   if (!g.ok())
@@ -129,11 +134,15 @@ transport::result<write_plan> plan_kv(const kv_layout& src, const kv_layout& dst
     for (size_t i = 0; i < src_pages.size(); ++i) {
       auto src_page = s.offset + src_pages[i] * s.item_len;
       auto dst_page = d.offset + dst_pages[i] * d.item_len;
+      uint32_t first = i == 0 ? skip_tokens : 0;
       if (whole) {
-        append(plan, {s.region, src_page, d.region, dst_page, s.item_len}, max_write_bytes);
+        append(plan,
+               {s.region, src_page + first * src_tok, d.region, dst_page + first * dst_tok,
+                s.item_len - first * src_tok},
+               max_write_bytes);
         continue;
       }
-      for (uint32_t t = 0; t < src.page_size; ++t)
+      for (uint32_t t = first; t < src.page_size; ++t)
         append(plan,
                {s.region, src_page + t * src_tok + src_in_tok, d.region,
                 dst_page + t * dst_tok + dst_in_tok, slice_bytes},

@@ -57,11 +57,14 @@ transport::result<slice_geometry> geometry_of(const kv_layout& src, const kv_lay
 /// rank (`dst`). Refuses, naming the value, page lists of different lengths, a
 /// page out of either pool, a layer the destination does not hold, or two
 /// ranks that share no head; never truncates. Writes are merged where both
-/// sides are contiguous and split at `max_write_bytes`.
+/// sides are contiguous and split at `max_write_bytes`. The first
+/// `skip_tokens` tokens of the first page are not written (prefix reuse: the
+/// destination holds them); a skip of a page or more is refused.
 transport::result<write_plan> plan_kv(const kv_layout& src, const kv_layout& dst,
                                       std::span<const uint32_t> src_pages,
                                       std::span<const uint32_t> dst_pages,
-                                      uint64_t max_write_bytes = UINT64_MAX);
+                                      uint64_t max_write_bytes = UINT64_MAX,
+                                      uint32_t skip_tokens = 0);
 
 /// Appends the writes of aux row `src_slot` → `dst_slot`, one per aux buffer.
 transport::status plan_aux(write_plan& plan, const kv_layout& src, const kv_layout& dst,

@@ -24,9 +24,11 @@ void append(std::vector<staged_copy>& out, staged_copy c) {
 
 /// The copies between a block and one side's pool: `pages` of that side,
 /// `tok` and `in_tok` its row bytes and the slice's start in a row, `buffer`
-/// picks that side's buffer of each pair.
+/// picks that side's buffer of each pair; the first `skip` tokens of the
+/// first page keep their place in the block but are not copied.
 std::vector<staged_copy> plan_block(const slice_geometry& g, const kv_layout& side,
-                                    std::span<const uint32_t> pages, bool source_side) {
+                                    std::span<const uint32_t> pages, bool source_side,
+                                    uint32_t skip = 0) {
   std::vector<staged_copy> out;
   auto tok = source_side ? g.src_tok : g.dst_tok;
   auto in_tok = source_side ? g.src_in_tok : g.dst_in_tok;
@@ -34,9 +36,10 @@ std::vector<staged_copy> plan_block(const slice_geometry& g, const kv_layout& si
   for (auto [sb, db] : g.pairs) {
     auto b = static_cast<uint32_t>(source_side ? sb : db);
     auto item = side.kv_buffers[b].item_len;
-    for (auto page : pages)
+    for (size_t i = 0; i < pages.size(); ++i)
       for (uint32_t t = 0; t < side.page_size; ++t) {
-        append(out, {b, uint64_t{page} * item + t * tok + in_tok, staged, g.slice_bytes});
+        if (i > 0 || t >= skip)
+          append(out, {b, uint64_t{pages[i]} * item + t * tok + in_tok, staged, g.slice_bytes});
         staged += g.slice_bytes;
       }
   }
@@ -74,13 +77,18 @@ transport::result<std::vector<staged_copy>> plan_gather(const kv_layout& src, co
 }
 
 transport::result<std::vector<staged_copy>> plan_scatter(const kv_layout& src, const kv_layout& dst,
-                                                         std::span<const uint32_t> dst_pages) {
+                                                         std::span<const uint32_t> dst_pages,
+                                                         uint32_t skip_tokens) {
   if (auto st = check_page_list(dst_pages, dst.page_capacity(), "destination"); !st.ok())
     return st;
+  if (skip_tokens >= dst.page_size)
+    return transport::status::invalid_argument("skip of " + std::to_string(skip_tokens) +
+                                               " tokens, expected fewer than the page size " +
+                                               std::to_string(dst.page_size));
   auto g = geometry_of(src, dst);
   if (!g.ok())
     return g.error();
-  return plan_block(*g, dst, dst_pages, false);
+  return plan_block(*g, dst, dst_pages, false, skip_tokens);
 }
 
 std::vector<std::vector<transport::copy_segment>> segments_by_buffer(

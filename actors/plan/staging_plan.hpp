@@ -54,9 +54,12 @@ transport::result<std::vector<staged_copy>> plan_gather(const kv_layout& src, co
                                                         std::span<const uint32_t> src_pages);
 
 /// Decode: the copies that scatter a block gathered by `src` into `dst_pages`
-/// of `dst` (buffers of `dst`). Same checks.
+/// of `dst` (buffers of `dst`), leaving the first `skip_tokens` tokens of
+/// the first page as they are (prefix reuse: the block still carries them).
+/// Same checks, and a skip below the page size.
 transport::result<std::vector<staged_copy>> plan_scatter(const kv_layout& src, const kv_layout& dst,
-                                                         std::span<const uint32_t> dst_pages);
+                                                         std::span<const uint32_t> dst_pages,
+                                                         uint32_t skip_tokens = 0);
 
 /// Bytes of `copies` that land in the block (their sum).
 uint64_t copied_bytes(const std::vector<staged_copy>& copies);

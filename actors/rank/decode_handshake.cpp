@@ -136,9 +136,13 @@ void register_with_source(self_ptr self, const std::string& key, uint64_t round,
         p->second.phase == stage::down ? st.cfg.limits.silence() : caf::timespan{request_timeout};
     // The credential its transport proves to this rank's receiver: the data
     // plane admits no one the control plane did not introduce.
-    dest_registration mine{st.cfg.self,          caf::actor_cast<decode_rank_actor>(self),
-                           st.cfg.data_endpoint, st.cfg.pool.layout,
-                           st.cfg.staging,       st.cfg.net->credential_for(writer)};
+    dest_registration mine{st.cfg.self,
+                           caf::actor_cast<decode_rank_actor>(self),
+                           st.cfg.data_endpoint,
+                           st.cfg.pool.layout,
+                           st.cfg.staging,
+                           st.cfg.net->credential_for(writer),
+                           st.cfg.checksum == kv_checksum::off ? "" : to_string(st.cfg.checksum)};
     self->request(handle, timeout, std::move(mine))
         .then(guard(self, on_exception,
                     [self, key, round, rank](dest_accepted& ok) {

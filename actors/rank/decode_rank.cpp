@@ -144,6 +144,13 @@ void on_landed(self_ptr self, decode_room& room, const chunk_landed& msg) {
   note(self, room.key(),
        "chunk " + std::to_string(msg.chunk) + " landed from " + to_string(msg.prefill_rank) + " (" +
            std::to_string(msg.pages) + " pages" + (msg.staged ? ", staged)" : ")"));
+  auto& st = self->state;
+  if (st.cfg.checksum != kv_checksum::off)
+    if (auto bad = room.check_digests(msg, st.cfg.pool.kv_bases)) {
+      log().warn("{} {}", who(self), to_string(*bad));
+      report(self, room, std::move(*bad));
+      return;
+    }
   if (auto bad = room.landed(msg)) {
     report(self, room, std::move(*bad));
     return;

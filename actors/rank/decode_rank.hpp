@@ -22,6 +22,7 @@
 #include "actors/common/event_ring.hpp"
 #include "actors/common/local_pool.hpp"
 #include "actors/metrics/rank_figures.hpp"
+#include "actors/plan/kv_digest.hpp"
 #include "actors/rank/decode_room.hpp"
 #include "actors/rank/fence_drains.hpp"
 #include "actors/rank/incarnations.hpp"
@@ -58,6 +59,9 @@ struct decode_rank_config {
   std::shared_ptr<metrics::rank_figures> figures;
   /// Its process's life token, told to the decider (messages/life.hpp).
   life_token_ref life;
+  /// End-to-end KV checksums: every chunk's digests are checked against what
+  /// landed before it counts (host pools only).
+  kv_checksum checksum = kv_checksum::off;
 };
 
 struct decode_rank_state {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "actors/plan/kv_digest.hpp"
+
 namespace kvferry {
 
 decode_room::decode_room(uint64_t id, room_slot_ptr slot, std::string peer, const rank_ref& self,
@@ -15,7 +17,8 @@ decode_room::decode_room(uint64_t id, room_slot_ptr slot, std::string peer, cons
       fsm_(limits) {}
 
 std::optional<failure> decode_room::init(std::vector<uint32_t> dst_pages, uint32_t aux_slot,
-                                         std::vector<std::vector<uint32_t>> states) {
+                                         std::vector<std::vector<uint32_t>> states,
+                                         uint32_t prefix_tokens) {
   if (initialized_)
     return make(errc::invalid_argument, "init called twice for " + to_string(key_));
   auto cap = local_.page_capacity();
@@ -39,6 +42,7 @@ std::optional<failure> decode_room::init(std::vector<uint32_t> dst_pages, uint32
   dst_pages_ = std::move(dst_pages);
   aux_slot_ = aux_slot;
   states_ = std::move(states);
+  prefix_tokens_ = prefix_tokens;
   initialized_ = true;
   fsm_.touch();
   return std::nullopt;
@@ -60,6 +64,32 @@ std::optional<failure> decode_room::landed(const chunk_landed& msg) {
     done_.push_back(msg.prefill_rank);
   fsm_.advance(kv_poll::transferring);
   fsm_.touch();
+  return std::nullopt;
+}
+
+std::optional<failure> decode_room::check_digests(const chunk_landed& msg,
+                                                  std::span<std::byte* const> bases) const {
+  auto src = std::find_if(sources_.begin(), sources_.end(),
+                          [&](const room_source& s) { return s.rank == msg.prefill_rank; });
+  if (src == sources_.end())
+    return std::nullopt;  // landed() refuses it
+  auto end = uint64_t{msg.first_page} + msg.pages;
+  if (end > dst_pages_.size())
+    return make(errc::invalid_chunk, "chunk " + std::to_string(msg.chunk) + " of " +
+                                         to_string(key_) + " from " + to_string(msg.prefill_rank) +
+                                         " covers pages [" + std::to_string(msg.first_page) + ", " +
+                                         std::to_string(end) + "), the room has " +
+                                         std::to_string(dst_pages_.size()));
+  auto pages = std::span<const uint32_t>{dst_pages_}.subspan(msg.first_page, msg.pages);
+  uint32_t skip = msg.first_page == 0 ? prefix_tokens_ % local_.page_size : 0;
+  auto landed = chunk_digests(src->layout, local_, digest_side::destination, bases, pages, skip);
+  if (!landed.ok())
+    return make(errc::checksum_mismatch, "chunk " + std::to_string(msg.chunk) + " of " +
+                                             to_string(key_) + ": " + landed.error().message());
+  if (auto bad = digest_mismatch(src->layout, local_, msg.digests, *landed, pages, msg.first_page))
+    return make(errc::checksum_mismatch, "chunk " + std::to_string(msg.chunk) + " of " +
+                                             to_string(key_) + " from " +
+                                             to_string(msg.prefill_rank) + ": " + *bad);
   return std::nullopt;
 }
 
@@ -103,7 +133,7 @@ bool decode_room::stages() const {
 }
 
 staging_room decode_room::staging_open() const {
-  staging_room out{key_, dst_pages_, {}};
+  staging_room out{key_, dst_pages_, {}, prefix_tokens_ % local_.page_size};
   for (auto& s : sources_)
     if (s.staged && !s.dummy)
       out.writers.push_back({s.rank, s.layout});
@@ -114,7 +144,7 @@ std::vector<addressed_request> decode_room::requests(const rank_ref& me,
                                                      const decider_actor& decider) const {
   std::vector<addressed_request> out;
   for (auto& s : sources_) {
-    room_request req{key_, me, decider, {}, no_aux_slot, {}, s.dummy};
+    room_request req{key_, me, decider, {}, no_aux_slot, {}, s.dummy, prefix_tokens_};
     if (!s.dummy)
       req.dst_pages = dst_pages_;
     if (s.writes_aux) {

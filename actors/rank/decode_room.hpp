@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,11 +56,14 @@ class decode_room {
   const room_slot_ptr& slot() const { return slot_; }
 
   /// The scheduler's init: destination pages (one per prefill page, in order,
-  /// distinct, inside the pool), the aux row and the state indices (one list
-  /// per state component of the layout).
+  /// distinct, inside the pool), the aux row, the state indices (one list
+  /// per state component of the layout) and the tokens this rank already
+  /// holds (prefix reuse: the pages start at the page holding that token).
   std::optional<failure> init(std::vector<uint32_t> dst_pages, uint32_t aux_slot,
-                              std::vector<std::vector<uint32_t>> states);
+                              std::vector<std::vector<uint32_t>> states,
+                              uint32_t prefix_tokens = 0);
   bool initialized() const { return initialized_; }
+  uint32_t prefix_tokens() const { return prefix_tokens_; }
   const std::vector<uint32_t>& dst_pages() const { return dst_pages_; }
   uint32_t aux_slot() const { return aux_slot_; }
   const std::vector<std::vector<uint32_t>>& states() const { return states_; }
@@ -123,6 +127,14 @@ class decode_room {
   /// writing source of this room or sends after its last chunk.
   std::optional<failure> landed(const chunk_landed& msg);
 
+  /// End-to-end checksums: hashes what chunk `msg` placed in this rank's
+  /// pages (`bases`: page 0 of each KV buffer, host memory) and compares it
+  /// with the digests its source sent. A mismatch, missing digests or a
+  /// chunk outside the room's pages is a checksum_mismatch (or invalid_chunk)
+  /// naming the page, the buffer and this rank.
+  std::optional<failure> check_digests(const chunk_landed& msg,
+                                       std::span<std::byte* const> bases) const;
+
   /// True when every writing source has landed its last chunk.
   bool all_sources_done() const;
 
@@ -152,6 +164,7 @@ class decode_room {
   std::vector<uint32_t> dst_pages_;
   uint32_t aux_slot_ = no_aux_slot;
   std::vector<std::vector<uint32_t>> states_;
+  uint32_t prefix_tokens_ = 0;
   std::vector<room_source> sources_;
   std::vector<rank_ref> done_;
   bool announced_ = false;

@@ -46,7 +46,8 @@ caf::result<void> init_room(self_ptr self, receiver_init& msg) {
   if (i == self->state.rooms.end())
     return unknown_room(self->state.cfg.self, msg.room);
   auto& room = i->second;
-  if (auto bad = room.init(std::move(msg.dst_pages), msg.aux_slot, std::move(msg.states))) {
+  if (auto bad = room.init(std::move(msg.dst_pages), msg.aux_slot, std::move(msg.states),
+                           msg.prefix_tokens)) {
     report(self, room, std::move(*bad));
     return caf::unit;
   }

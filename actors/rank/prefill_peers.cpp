@@ -10,6 +10,7 @@
 #include "actors/base/log.hpp"
 #include "actors/common/deadline_timer.hpp"
 #include "actors/gateway/remote_lookup.hpp"
+#include "actors/plan/kv_digest.hpp"
 #include "actors/plan/staging_plan.hpp"
 #include "actors/plan/tp_mapping.hpp"
 #include "actors/rank/decider_side.hpp"
@@ -292,6 +293,12 @@ caf::result<dest_accepted> accept_decode(self_ptr self, dest_registration& reg) 
     log().error("{} refused decode {}: {}", who(self), to_string(reg.decode_rank), bad->cause);
     return make_error(bad->code, bad->cause);
   }
+  if (!reg.checksum.empty() && !checksum_named(reg.checksum)) {
+    auto cause = "checksum \"" + reg.checksum.substr(0, 32) + "\" of decode " +
+                 to_string(reg.decode_rank) + ", expected off or xxh3";
+    log().error("{} refused decode {}: {}", who(self), to_string(reg.decode_rank), cause);
+    return make_error(errc::unsupported, cause);
+  }
   if (auto seen = st.incarnations_seen.note(reg.decode_rank); seen.replaced)
     forget_incarnation(self, reg.decode_rank, seen.previous);
   self->monitor(reg.handle);
@@ -300,9 +307,9 @@ caf::result<dest_accepted> accept_decode(self_ptr self, dest_registration& reg) 
   // buffer, and the two layouts would otherwise slice every token.
   bool staged =
       st.cfg.staging && reg.staging.offered() && staging_applies(st.cfg.layout, reg.layout);
-  self->send(st.cfg.transfer,
-             peer_connect{reg.decode_rank, reg.data_endpoint, reg.layout,
-                          staged ? reg.staging : staging_offer{}, reg.data_credential});
+  self->send(st.cfg.transfer, peer_connect{reg.decode_rank, reg.data_endpoint, reg.layout,
+                                           staged ? reg.staging : staging_offer{},
+                                           reg.data_credential, reg.checksum});
   log().info("{} accepted decode {} at {}{}", who(self), to_string(reg.decode_rank),
              reg.data_endpoint, staged ? " (staged)" : "");
   return dest_accepted{st.cfg.self, staged};

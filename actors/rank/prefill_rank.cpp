@@ -198,8 +198,9 @@ void on_written(self_ptr self, chunk_result& r) {
        "chunk " + std::to_string(r.chunk) + " written to " + to_string(r.peer) + " (" +
            std::to_string(r.pages) + " pages, " + std::to_string(r.bytes) + " bytes)");
   if (auto p = st.peers.find(r.peer); p != st.peers.end())
-    self->send(p->second.handle, chunk_landed{r.key, st.cfg.self, r.chunk, r.pages, r.bytes,
-                                              dest_done, r.staged, r.first_page});
+    self->send(p->second.handle,
+               chunk_landed{r.key, st.cfg.self, r.chunk, r.pages, r.bytes, dest_done, r.staged,
+                            r.first_page, std::move(r.digests)});
   room.fsm().touch();
   if (room.done())
     finish(self, room);

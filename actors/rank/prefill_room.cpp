@@ -85,6 +85,12 @@ std::optional<failure> prefill_room::bind(const room_request& req, const kv_layo
   if (!dests_.empty() && req.key.generation != key_.generation)
     return make(errc::duplicate_room,
                 to_string(req.key) + " requested while " + to_string(key_) + " is bound");
+  if (!dests_.empty() && req.prefix_tokens != prefix_tokens_)
+    return make(errc::invalid_argument,
+                "decode " + to_string(req.decode_rank) + " holds a prefix of " +
+                    std::to_string(req.prefix_tokens) + " tokens of " + to_string(req.key) +
+                    " and decode " + to_string(dests_.front().decode_rank) + " one of " +
+                    std::to_string(prefix_tokens_) + ", expected the same on every decode rank");
   if (!req.dummy) {
     if (num_pages_ && req.dst_pages.size() != *num_pages_)
       return make(errc::invalid_pages, "decode " + to_string(req.decode_rank) + " gave " +
@@ -105,8 +111,11 @@ std::optional<failure> prefill_room::bind(const room_request& req, const kv_layo
   }
   key_.generation = req.key.generation;
   required_ = required;
+  prefix_tokens_ = req.prefix_tokens;
   dests_.push_back(
       room_destination{req.decode_rank, req.dst_pages, req.aux_slot, req.dst_states, req.dummy});
+  if (bound() && slot_)
+    slot_->set_prefix_tokens(prefix_tokens_);  // before the state leaves Bootstrapping
   return std::nullopt;
 }
 
@@ -124,6 +133,7 @@ std::vector<chunk_job> prefill_room::take_jobs() {
       job.chunk = c.index;
       job.src_pages = c.pages;
       job.first_page = c.first_page;
+      job.skip_tokens = c.first_page == 0 ? prefix_tokens_ % local_.page_size : 0;
       job.dst_pages.assign(d.dst_pages.begin() + c.first_page,
                            d.dst_pages.begin() + c.first_page + c.pages.size());
       job.last = c.last;

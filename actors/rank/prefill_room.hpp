@@ -68,6 +68,9 @@ class prefill_room {
 
   /// True once every required destination is known.
   bool bound() const { return required_ > 0 && dests_.size() == required_; }
+  /// The tokens the decode side already holds (prefix reuse), as its
+  /// requests said (they must agree).
+  uint32_t prefix_tokens() const { return prefix_tokens_; }
   const std::vector<room_destination>& destinations() const { return dests_; }
 
   /// The chunk jobs that can go now (bound, initialized, not concluded), in
@@ -120,6 +123,7 @@ class prefill_room {
   std::vector<queued_chunk> queue_;
   std::vector<room_destination> dests_;
   uint32_t required_ = 0;
+  uint32_t prefix_tokens_ = 0;
   uint32_t in_flight_ = 0;
   uint32_t landed_jobs_ = 0;
   uint32_t jobs_issued_ = 0;

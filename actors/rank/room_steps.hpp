@@ -98,7 +98,7 @@ void conclude(Self* self, const rank_ref& me, Room& room, kv_poll outcome, const
 /// The answer to a poll by message.
 template <class Room>
 room_status status_of(const Room& room) {
-  return room_status{room.key(), room.fsm().state(), room.fsm().why()};
+  return room_status{room.key(), room.fsm().state(), room.fsm().why(), room.prefix_tokens()};
 }
 
 /// Refuses opening room `id` again while it is open on `me`: its slot reads

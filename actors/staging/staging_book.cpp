@@ -123,7 +123,8 @@ std::variant<staging_book::scatter, failure> staging_book::arrive(const chunk_la
                                         to_string(msg.key) + " from " +
                                         to_string(msg.prefill_rank) + " landed twice");
   auto pages = std::span<const uint32_t>{r.spec.dst_pages}.subspan(s.first_page, s.pages);
-  auto copies = plan_scatter(r.spec.writers[writer].layout, local_, pages);
+  auto copies = plan_scatter(r.spec.writers[writer].layout, local_, pages,
+                             s.first_page == 0 ? r.spec.skip_tokens : 0);
   if (!copies.ok())
     return bad(errc::invalid_pages, "scattering staged chunk " + std::to_string(msg.chunk) +
                                         " of " + to_string(msg.key) + ": " +

@@ -14,6 +14,7 @@ chunk_result transfer_job::result() const {
   r.staged = staged;
   r.first_page = meta.first_page;
   r.why = why;
+  r.digests = digests;
   return r;
 }
 

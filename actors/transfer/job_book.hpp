@@ -35,6 +35,7 @@ struct transfer_job {
   std::optional<staging_grant> grant;
   std::optional<uint64_t> gather;
   uint64_t staged_bytes = 0;
+  std::vector<uint64_t> digests;  ///< of its source rows, when the peer checks them
 
   /// Records `f` unless the job failed already (the first cause stays).
   void fail(failure f) {

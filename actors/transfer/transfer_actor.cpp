@@ -95,12 +95,31 @@ void on_job(self_ptr self, uint64_t id, chunk_job& job) {
     finish(self, id);
     return;
   }
+  if (peer->second.checksum != kv_checksum::off && !j.meta.src_pages.empty()) {
+    // Hashed before any byte goes: what the peer checks is what was meant.
+    if (st.pool.device) {
+      j.fail(failure{errc::unsupported,
+                     "KV checksums over device memory are not built (" + to_string(j.meta.peer) +
+                         " asks for " + to_string(peer->second.checksum) + ")",
+                     st.self});
+      finish(self, id);
+      return;
+    }
+    auto digests = chunk_digests(st.pool.layout, peer->second.layout, digest_side::source,
+                                 st.pool.kv_bases, j.meta.src_pages, j.meta.skip_tokens);
+    if (!digests.ok()) {
+      j.fail(failure{errc::invalid_pages, digests.error().message(), st.self});
+      finish(self, id);
+      return;
+    }
+    j.digests = std::move(digests).value();
+  }
   if (peer->second.staging.offered() && !j.meta.src_pages.empty()) {
     start_staged(self, id);
     return;
   }
   auto plan = plan_kv(st.pool.layout, peer->second.layout, j.meta.src_pages, j.meta.dst_pages,
-                      st.caps.max_write_bytes);
+                      st.caps.max_write_bytes, j.meta.skip_tokens);
   if (!plan.ok()) {
     j.fail(failure{errc::invalid_pages, plan.error().message(), st.self});
     finish(self, id);
@@ -179,7 +198,8 @@ void connect_peer(self_ptr self, peer_connect& pc) {
       failure{errc::peer_down,
               to_string(pc.peer) + " registered again while a staged chunk waited for its ring",
               st.self});
-  st.peers[pc.peer] = transfer_state::peer{*id, std::move(pc.layout), pc.staging, 0};
+  st.peers[pc.peer] = transfer_state::peer{*id, std::move(pc.layout), pc.staging, 0,
+                                           checksum_named(pc.checksum).value_or(kv_checksum::off)};
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 
 #include "actors/common/local_pool.hpp"
 #include "actors/metrics/transfer_figures.hpp"
+#include "actors/plan/kv_digest.hpp"
 #include "actors/transfer/gather_space.hpp"
 #include "actors/transfer/job_book.hpp"
 #include "actors/transfer/staged_queue.hpp"
@@ -66,8 +67,9 @@ struct transfer_state {
   struct peer {
     transport::peer_id id;
     kv_layout layout;
-    staging_offer staging;  // offered and taken: its chunks are staged
-    uint64_t consumed = 0;  // its ring's watermark, as last heard
+    staging_offer staging;                    // offered and taken: its chunks are staged
+    uint64_t consumed = 0;                    // its ring's watermark, as last heard
+    kv_checksum checksum = kv_checksum::off;  // the digests it checks
   };
 
   rank_ref self;

@@ -16,6 +16,7 @@
 
 #include "actors/base/log.hpp"
 #include "apps/bench/bench_args.hpp"
+#include "apps/bench/suite_checksum.hpp"
 #include "apps/bench/suite_cuda.hpp"
 #include "apps/bench/suite_failover.hpp"
 #include "apps/bench/suite_rooms.hpp"
@@ -50,6 +51,10 @@ int usage() {
                "        staging's) and staging_bandwidth (baseline the sliced path, same rooms)\n"
                "        for MHA TP 4 -> 1 and 1 -> 4; --model=NAME, --rooms=N,\n"
                "        --min-tokens/--max-tokens, --chunk-pages=N, --transport=auto|tcp|shm\n"
+               "  checksum  checksum_bandwidth: KV moved with end-to-end XXH3 checksums\n"
+               "        checked on decode, baseline without, same rooms, per transport\n"
+               "        (--transports=shm,tcp) and TP 1 -> 1, 2 -> 2, 1 -> 2; --model=NAME,\n"
+               "        --rooms=N, --min-tokens/--max-tokens, --chunk-pages=N, --reps=N\n"
                "  cuda  staging's gather/scatter kernel (baseline cudaMemcpy device to device)\n"
                "        and the pinned bounce pipeline (baseline cudaMemcpy D2H/H2D); skips\n"
                "        without a GPU; --tokens=N, --iters=N, --bounce-bytes=B\n"
@@ -93,6 +98,8 @@ int main(int argc, char** argv) {
       return kvferry::bench::run_failover_suite(a);
     if (a.suite == "staging")
       return kvferry::bench::run_staging_suite(a);
+    if (a.suite == "checksum")
+      return kvferry::bench::run_checksum_suite(a);
     if (a.suite == "cuda")
       return kvferry::bench::run_cuda_suite(a);
     if (a.suite == "rooms")

@@ -112,13 +112,21 @@ void host_pool::fill_room(uint64_t seed, uint64_t room, const std::vector<uint32
 }
 
 bool host_pool::holds_room(uint64_t seed, uint64_t room, const std::vector<uint32_t>& pages,
-                           uint32_t row) const {
-  for (size_t b = 0; b < buffers(); ++b)
-    for (uint32_t j = 0; j < pages.size(); ++j)
-      if (!check_page(page(b, pages[j]), heads_, seed, room, j, layer_of(b), value_of(b)))
-        return false;
+                           uint32_t row, uint32_t skip_tokens) const {
+  for (uint32_t j = 0; j < pages.size(); ++j)
+    if (!holds_tokens(seed, room, pages[j], j, j == 0 ? skip_tokens : 0, page_size_))
+      return false;
   return aux_rows_ == 0 || row == no_aux_slot ||
          check_aux(aux_row(row), aux_row_bytes_, seed, room);
+}
+
+bool host_pool::holds_tokens(uint64_t seed, uint64_t room, uint32_t page_no, uint32_t page_index,
+                             uint32_t first, uint32_t end) const {
+  for (size_t b = 0; b < buffers(); ++b)
+    if (!check_tokens(page(b, page_no), heads_, seed, room, page_index, layer_of(b), value_of(b),
+                      first, end))
+      return false;
+  return true;
 }
 
 }  // namespace kvferry::apps

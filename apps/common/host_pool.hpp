@@ -122,9 +122,16 @@ class host_pool {
                  uint32_t row) const;
 
   /// True if pages `pages` (logical order) of every buffer hold room `room`'s
-  /// pattern for this rank's heads (and the aux payload, unless `row` is no_aux_slot).
-  bool holds_room(uint64_t seed, uint64_t room, const std::vector<uint32_t>& pages,
-                  uint32_t row) const;
+  /// pattern for this rank's heads (and the aux payload, unless `row` is
+  /// no_aux_slot); of the first page only the tokens from `skip_tokens` on
+  /// (prefix reuse).
+  bool holds_room(uint64_t seed, uint64_t room, const std::vector<uint32_t>& pages, uint32_t row,
+                  uint32_t skip_tokens = 0) const;
+
+  /// True if tokens [first, end) of page `page` of every buffer hold room
+  /// `room`'s pattern as the room's page `page_index`.
+  bool holds_tokens(uint64_t seed, uint64_t room, uint32_t page, uint32_t page_index,
+                    uint32_t first, uint32_t end) const;
 
  private:
   model_shape shape_;

@@ -46,6 +46,7 @@ caf::expected<hosted_ranks> start_ranks(caf::actor_system& sys, const ranks_spec
           spec.first_data_port == 0 ? 0 : static_cast<uint16_t>(spec.first_data_port + index);
       o.limits = spec.limits;
       o.staging = spec.staging;
+      o.checksum = spec.checksum;
       o.bootstrap = spec.bootstrap;
       o.decider = spec.decider;
       o.metrics = spec.metrics;

@@ -32,8 +32,9 @@ struct ranks_spec {
   std::string listen_host = "127.0.0.1";
   uint16_t first_data_port = 0;  ///< 0: any free port; else rank i listens on this + i
   deadlines limits;
-  staging_options staging;      ///< heterogeneous TP (MHA/GQA): ring and gather buffers
-  bootstrap_locator bootstrap;  ///< prefill
+  staging_options staging;                  ///< heterogeneous TP (MHA/GQA): ring and gather buffers
+  kv_checksum checksum = kv_checksum::off;  ///< decode: end-to-end KV checksums checked
+  bootstrap_locator bootstrap;              ///< prefill
   /// Prefill: publish each rank's actor on listen_host (a free port), so that
   /// decode processes connect to its process directly.
   bool publish_control = true;

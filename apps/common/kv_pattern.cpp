@@ -55,9 +55,15 @@ void fill_page(std::byte* page, const page_shape& s, uint64_t seed, uint64_t roo
 
 bool check_page(const std::byte* page, const page_shape& s, uint64_t seed, uint64_t room,
                 uint32_t page_index, uint32_t layer, bool value) {
+  return check_tokens(page, s, seed, room, page_index, layer, value, 0, s.page_size);
+}
+
+bool check_tokens(const std::byte* page, const page_shape& s, uint64_t seed, uint64_t room,
+                  uint32_t page_index, uint32_t layer, bool value, uint32_t first_token,
+                  uint32_t end_token) {
   auto row = uint64_t{s.heads} * s.head_bytes;
   bool good = true;
-  for (uint32_t t = 0; t < s.page_size; ++t)
+  for (uint32_t t = first_token; t < end_token && t < s.page_size; ++t)
     for (uint32_t h = 0; h < s.heads; ++h)
       good &=
           check_words(page + t * row + uint64_t{h} * s.head_bytes, s.head_bytes,

@@ -26,6 +26,12 @@ void fill_page(std::byte* page, const page_shape& shape, uint64_t seed, uint64_t
 bool check_page(const std::byte* page, const page_shape& shape, uint64_t seed, uint64_t room,
                 uint32_t page_index, uint32_t layer, bool value);
 
+/// True if tokens [first_token, end_token) of one page hold that pattern
+/// (check_page for part of a page: prefix reuse leaves the others alone).
+bool check_tokens(const std::byte* page, const page_shape& shape, uint64_t seed, uint64_t room,
+                  uint32_t page_index, uint32_t layer, bool value, uint32_t first_token,
+                  uint32_t end_token);
+
 /// The aux payload a prefill writes after the room stamp (bytes 16.. of the
 /// row), and its check on decode.
 void fill_aux(std::byte* row, uint32_t row_bytes, uint64_t seed, uint64_t room);

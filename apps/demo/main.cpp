@@ -74,6 +74,7 @@ struct demo_config : kvferry::config {
   bool print_conclusions = false;
   bool no_staging = false;
   uint32_t staging_mib = 32;
+  std::string checksum = "off";
 
   demo_config() {
     opt_group{custom_options_, "global"}
@@ -102,6 +103,8 @@ struct demo_config : kvferry::config {
              "heterogeneous TP (MHA/GQA): write head slices per token instead of staging")
         .add(staging_mib, "staging-mib",
              "MiB of each decode rank's staging ring and each prefill rank's gather buffer")
+        .add(checksum, "checksum",
+             "end-to-end KV checksums the decode ranks check on every chunk: off or xxh3")
         .add(ranks, "ranks", "rank indices (tp + pp * tp-size) this process hosts, e.g. 1 or 0,1")
         .add(hold_mib, "hold-mib",
              "hold this many MiB of touched memory besides the pools (a model's weights, say; "
@@ -185,6 +188,7 @@ caf::expected<hosted_ranks> start_instance(caf::actor_system& sys, const demo_co
   spec.limits = cfg.limits;
   spec.staging.enabled = !cfg.no_staging;
   spec.staging.ring_bytes = spec.staging.gather_bytes = uint64_t{cfg.staging_mib} << 20;
+  spec.checksum = checksum_named(cfg.checksum).value_or(kv_checksum::off);
   spec.bootstrap = boot;
   spec.decider = dec;
   return start_ranks(sys, spec);
@@ -235,6 +239,10 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
     return 2;
   }
   auto shape = *named;
+  if (!checksum_named(cfg.checksum)) {
+    std::cerr << "kvferry-demo: --checksum=" << cfg.checksum << ", expected off or xxh3\n";
+    return 2;
+  }
   auto w = workload_of(cfg);
   if (cfg.role != "all" && cfg.role != "prefill" && cfg.role != "decode") {
     std::cerr << "kvferry-demo: --role=" << cfg.role << ", expected all, prefill or decode\n";

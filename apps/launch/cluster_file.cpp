@@ -377,7 +377,9 @@ void read_instances(reader& r, const toml::table& root, cluster_spec& c) {
   cap_tables(r, tables, max_instances, "[[instance]]");
   uint64_t ranks = 0;  // of the instances so far
   for (auto* t : tables) {
-    r.only(*t, w, {"name", "role", "node", "tp", "pp", "bootstrap_port", "data_port", "prefill"});
+    r.only(
+        *t, w,
+        {"name", "role", "node", "tp", "pp", "bootstrap_port", "data_port", "prefill", "checksum"});
     instance_spec s;
     s.line = reader::line_of(*t);
     bool ok = r.text(*t, w, "name", s.name, true);
@@ -437,7 +439,25 @@ void read_instances(reader& r, const toml::table& root, cluster_spec& c) {
                "prefill is a key of decode instances; expected no prefill in a prefill instance");
         ok = false;
       }
+      if (auto* k = t->get("checksum")) {
+        r.fail(reader::line_of(*k),
+               "checksum is a key of decode instances (they check what lands); expected no "
+               "checksum in a prefill instance");
+        ok = false;
+      }
     } else if (role == "decode") {
+      std::string checksum;
+      if (r.text(*t, w, "checksum", checksum, false)) {
+        if (auto kind = checksum_named(checksum)) {
+          s.checksum = *kind;
+        } else {
+          r.fail(reader::line_of(*t->get("checksum")),
+                 "checksum = " + in_quotes(checksum) +
+                     " is not a checksum; expected \"off\" or "
+                     "\"xxh3\"");
+          ok = false;
+        }
+      }
       if (auto* bp = t->get("bootstrap_port")) {
         r.fail(reader::line_of(*bp),
                "bootstrap_port is a key of prefill instances (decode finds the bootstrap "

@@ -15,6 +15,7 @@
 
 #include "actors/common/deadlines.hpp"
 #include "actors/common/durations.hpp"
+#include "actors/plan/kv_digest.hpp"
 #include "actors/process/tls_files.hpp"
 #include "actors/staging/staging_options.hpp"
 
@@ -104,6 +105,8 @@ struct instance_spec {
   /// be left out when the file has one prefill instance). With several, the
   /// workload's rooms of this instance go to each in turn.
   std::vector<std::string> prefills;
+  /// Decode: end-to-end KV checksums its ranks check ("xxh3"; default off).
+  kv_checksum checksum = kv_checksum::off;
   uint32_t line = 0;  ///< of the [[instance]] header
   uint32_t bootstrap_port_line = 0;
   uint32_t data_port_line = 0;

@@ -148,6 +148,7 @@ bool start_ranks_here(caf::actor_system& sys, const cluster_spec& c, const node_
   spec.first_data_port = s.data_port;
   spec.limits = c.limits;
   spec.staging = c.staging;
+  spec.checksum = s.checksum;
   spec.metrics = inst.metrics;
   if (s.role == instance_role::prefill)
     spec.bootstrap = bootstrap_of(c, s);

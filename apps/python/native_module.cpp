@@ -229,7 +229,7 @@ PYBIND11_MODULE(_native, m) {
                        uint32_t pp_rank, uint32_t pp_size, std::vector<bool> kv_on_device,
                        std::vector<state_spec> states, const std::string& control_host,
                        const std::string& data_host, const std::string& decider_host,
-                       uint16_t decider_port) {
+                       uint16_t decider_port, const std::string& checksum) {
              if (role_name != "prefill" && role_name != "decode")
                throw py::value_error("role \"" + role_name + "\"; expected prefill or decode");
              rank_options o;
@@ -265,6 +265,10 @@ PYBIND11_MODULE(_native, m) {
              } else if (!decider_host.empty()) {
                o.decider = decider_locator{{}, decider_host, decider_port};
              }
+             auto kind = checksum_named(checksum);
+             if (!kind)
+               throw py::value_error("checksum \"" + checksum + "\"; expected off or xxh3");
+             o.checksum = *kind;
              auto holder = std::make_shared<rank_holder>();
              holder->home = home;
              caf::expected<std::unique_ptr<runtime>> rt{caf::error{}};
@@ -286,7 +290,8 @@ PYBIND11_MODULE(_native, m) {
            py::arg("layer_ids") = std::vector<uint32_t>{}, py::arg("pp_rank") = 0,
            py::arg("pp_size") = 1, py::arg("kv_on_device") = std::vector<bool>{},
            py::arg("states") = std::vector<state_spec>{}, py::arg("control_host") = "",
-           py::arg("data_host") = "", py::arg("decider_host") = "", py::arg("decider_port") = 0)
+           py::arg("data_host") = "", py::arg("decider_host") = "", py::arg("decider_port") = 0,
+           py::arg("checksum") = "off")
       .def(
           "prefill_down",
           [](const rank_holder& r, const std::string& host,
@@ -327,6 +332,10 @@ PYBIND11_MODULE(_native, m) {
           },
           py::arg("pages"), py::arg("last"),
           py::arg("states") = std::vector<std::vector<int64_t>>{})
+      .def_property_readonly(
+          "decode_prefix_tokens",
+          [](const sender_view& s) { return s.room.decode_prefix_tokens(); },
+          "tokens the decode side already holds (prefix reuse), once polled WaitingForInput")
       .def("poll", &sender_view::poll)
       .def("released", &sender_view::released)
       .def("poll_ns", &sender_view::poll_ns, py::arg("n"))
@@ -338,11 +347,15 @@ PYBIND11_MODULE(_native, m) {
       .def(
           "init",
           [](receiver_view& r, const std::vector<int64_t>& pages, std::optional<uint32_t> aux_slot,
-             const std::vector<std::vector<int64_t>>& states) {
-            r.room.init(pages_of(pages), aux_slot, states_of(states));
+             const std::vector<std::vector<int64_t>>& states, int64_t prefix_tokens) {
+            if (prefix_tokens < 0 || prefix_tokens > UINT32_MAX)
+              throw py::value_error("prefix_tokens " + std::to_string(prefix_tokens) +
+                                    "; expected 0 to " + std::to_string(UINT32_MAX));
+            r.room.init(pages_of(pages), aux_slot, states_of(states),
+                        static_cast<uint32_t>(prefix_tokens));
           },
           py::arg("pages"), py::arg("aux_slot") = std::nullopt,
-          py::arg("states") = std::vector<std::vector<int64_t>>{})
+          py::arg("states") = std::vector<std::vector<int64_t>>{}, py::arg("prefix_tokens") = 0)
       .def("poll", &receiver_view::poll)
       .def("released", &receiver_view::released)
       .def("poll_ns", &receiver_view::poll_ns, py::arg("n"))

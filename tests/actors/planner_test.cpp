@@ -171,6 +171,55 @@ TEST_CASE("head slices and PP stages move exactly the bytes of the per-token ref
   INFO("writes: " << writes << " over " << sliced_pairs << " sliced pairs");
 }
 
+TEST_CASE("prefix reuse: the first page's held tokens are not written, the rest are",
+          "[logic][planner][prefix]") {
+  using cfg = std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>;  // p, d, heads, page
+  auto c = GENERATE(cfg{1, 1, 8, 4}, cfg{2, 2, 8, 16}, cfg{1, 2, 8, 4}, cfg{4, 1, 2, 16},
+                    cfg{2, 8, 8, 4}, cfg{1, 1, 0, 16}, cfg{4, 2, 0, 4});
+  auto [p, d, heads, page] = c;
+  auto max_write = GENERATE(uint64_t{0}, uint64_t{24});
+  CAPTURE(p, d, heads, page, max_write);
+  std::mt19937 rng{p * 100 + d * 10 + heads + page};
+  for (uint32_t skip = 0; skip < page; ++skip)
+    for (auto& src : sources_of({p, 1}, {d, 1}, 0, 0, heads == 0, heads)) {
+      if (src.dummy)
+        continue;
+      CAPTURE(skip, src.tp);
+      memory sm, dm, ref;
+      auto sl = sm.rank(page, heads, src.tp, p, 0, 1, 2, 6, 1);
+      auto dl = dm.rank(page, heads, 0, d, 0, 1, 2, 6, 500);
+      ref.rank(page, heads, 0, d, 0, 1, 2, 6, 500);
+      randomize(sm, rng);
+      randomize(dm, rng);
+      ref.regions = dm.regions;
+      auto original = dm.regions;
+      std::vector<uint32_t> sp{4, 1, 2}, dp{3, 5, 0};
+      auto plan = plan_kv(sl, dl, sp, dp, max_write, skip);
+      REQUIRE(plan.ok());
+      dm.apply(sm, *plan);
+      per_token_copy(sm, ref, sl, dl, sp, dp);
+      // What decode held stays: the first `skip` token rows of the first page.
+      for (auto& b : dl.kv_buffers) {
+        auto at = static_cast<long>(b.offset + dp[0] * b.item_len);
+        auto len = static_cast<long>(skip * dl.token_bytes());
+        std::copy_n(original.at(b.region).begin() + at, len, ref.regions.at(b.region).begin() + at);
+      }
+      CHECK(dm.regions == ref.regions);
+      uint64_t written = 0;
+      for (auto& op : plan->ops)
+        written += op.length;
+      CHECK(written == plan->bytes);
+    }
+  memory sm, dm;
+  auto sl = sm.rank(page, heads, 0, p, 0, 1, 2, 6, 1);
+  auto dl = dm.rank(page, heads, 0, d, 0, 1, 2, 6, 500);
+  auto whole_page = plan_kv(sl, dl, std::vector<uint32_t>{1}, std::vector<uint32_t>{1}, 0, page);
+  REQUIRE_FALSE(whole_page.ok());
+  CHECK_THAT(whole_page.error().message(),
+             Catch::Contains("a skip of " + std::to_string(page) +
+                             " tokens of the first page, expected fewer than the page size"));
+}
+
 TEST_CASE("with different heads per rank a page becomes one write per token", "[logic][planner]") {
   memory sm, dm;
   auto sl = sm.rank(16, 8, 1, 2, 0, 1, 2, 8, 1);    // prefill tp1 of 2: heads 4..7

@@ -95,6 +95,39 @@ TEST_CASE("prefill room: the destination is checked and the jobs follow it", "[l
   CHECK(room.done());
 }
 
+TEST_CASE("prefill room: decode's prefix skips the held tokens of the first chunk only",
+          "[logic][room][prefix]") {
+  auto l = layout();
+  auto dl = layout(8, 2);
+  auto slot = std::make_shared<room_slot>();
+  prefill_room room{5, slot, me, l, deadlines{}};
+  REQUIRE_FALSE(room.init(3, 1));
+  rank_ref dec1{role::decode, "d", 2, 1, 0};
+  auto first = request(5, {7, 0, 3}, 1);
+  first.prefix_tokens = 37;  // two whole pages of 16 and 5 tokens of the third
+  REQUIRE_FALSE(room.bind(first, dl, 2));
+  CHECK(slot->prefix_tokens() == 0);  // published once every destination is known
+  auto second = request(5, {1, 2, 4}, no_aux_slot);
+  second.decode_rank = dec1;
+  second.prefix_tokens = 36;
+  auto bad = room.bind(second, dl, 2);
+  REQUIRE(bad);
+  CHECK(bad->code == errc::invalid_argument);
+  CHECK(bad->cause ==
+        "decode d tp1 pp0 holds a prefix of 36 tokens of room 5#9 and decode d tp0 pp0 one "
+        "of 37, expected the same on every decode rank");
+  second.prefix_tokens = 37;
+  REQUIRE_FALSE(room.bind(second, dl, 2));
+  CHECK(room.prefix_tokens() == 37);
+  CHECK(slot->prefix_tokens() == 37);
+  REQUIRE_FALSE(room.accept({10, 11}, false));
+  REQUIRE_FALSE(room.accept({12}, true));
+  auto jobs = room.take_jobs();
+  REQUIRE(jobs.size() == 4);
+  for (auto& j : jobs)
+    CHECK(j.skip_tokens == (j.first_page == 0 ? 5u : 0u));
+}
+
 TEST_CASE("prefill room: a rank whose destinations are all dummies is done with its last chunk",
           "[logic][room]") {
   auto l = layout();

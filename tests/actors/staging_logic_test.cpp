@@ -130,8 +130,9 @@ TEST_CASE("staging plans: gather then scatter places the sliced path's bytes", "
   };
   auto c = GENERATE(tp_case{1, 4}, tp_case{4, 1}, tp_case{2, 8}, tp_case{8, 2});
   auto heads = GENERATE(8u, 2u);
-  CAPTURE(c.p, c.d, heads);
-  std::mt19937 rng{c.p * 100 + c.d * 10 + heads};
+  auto skip = GENERATE(0u, 1u, 3u);  // prefix reuse: tokens of the first page decode holds
+  CAPTURE(c.p, c.d, heads, skip);
+  std::mt19937 rng{c.p * 100 + c.d * 10 + heads + skip};
   for (uint32_t pt = 0; pt < c.p; ++pt)
     for (uint32_t dt = 0; dt < c.d; ++dt) {
       auto src = mha(heads, c.p, pt);
@@ -155,25 +156,34 @@ TEST_CASE("staging plans: gather then scatter places the sliced path's bytes", "
       dp.resize(5);
       // The sliced path, applied to a zeroed destination.
       std::vector<std::byte> sliced(pool_bytes(dst));
-      auto plan = plan_kv(src, dst, sp, dp);
+      auto plan = plan_kv(src, dst, sp, dp, 0, skip);
       REQUIRE(plan.ok());
       for (auto& op : plan->ops)
         std::memcpy(sliced.data() + op.remote_offset, src_pool.data() + op.local_offset, op.length);
-      // The staged path.
+      // The staged path: the block carries whole pages, the scatter leaves
+      // the held tokens alone.
       auto bytes = staged_bytes(src, dst, sp.size());
       std::vector<std::byte> block(bytes);
       auto gather = plan_gather(src, dst, sp);
-      auto scatter = plan_scatter(src, dst, dp);
+      auto scatter = plan_scatter(src, dst, dp, skip);
       REQUIRE(gather.ok());
       REQUIRE(scatter.ok());
       CHECK(copied_bytes(*gather) == bytes);
-      CHECK(copied_bytes(*scatter) == bytes);
-      CHECK(bytes == plan->bytes);
+      auto held = geometry->pairs.size() * skip * geometry->slice_bytes;
+      CHECK(copied_bytes(*scatter) == bytes - held);
+      CHECK(plan->bytes == bytes - held);
       run(src, src_pool, block, *gather, true);
       std::vector<std::byte> staged(pool_bytes(dst));
       run(dst, staged, block, *scatter, false);
       CHECK(staged == sliced);
     }
+  if (skip > 0) {
+    auto src = mha(heads, c.p, 0);
+    auto dst = mha(heads, c.d, 0);
+    auto page = plan_scatter(src, dst, std::vector<uint32_t>{0}, src.page_size);
+    REQUIRE_FALSE(page.ok());
+    CHECK_THAT(page.error().message(), Catch::Contains("expected fewer than the page size"));
+  }
 }
 
 TEST_CASE("staging plans: never for MLA or whole rows", "[staging][logic]") {

@@ -2,7 +2,10 @@
 // instances concludes Success, and every decode rank holds exactly the heads
 // and layers it should, for TP 1→1, 2→2, 1→2, 2→1, 1→4, 4→1, 2→8, 8→2, MHA
 // with 8 and 2 kv heads and MLA, page sizes 1, 16 and 64, and PP 2→1 and
-// 2→2; random page orders, chunked sends.
+// 2→2; random page orders, chunked sends. With prefix reuse (the decode
+// ranks hold a room's first tokens, a partial page included): the same
+// mappings, sliced and staged, move exactly the tokens after the prefix and
+// leave the held ones as they were.
 #include "tests/support/instance_fixture.hpp"
 
 #include <algorithm>
@@ -18,7 +21,17 @@ struct matrix_case {
   uint32_t p_tp, p_pp, d_tp, d_pp;
 };
 
-void run_case(instance_fixture& f, const matrix_case& c, uint32_t page, uint32_t heads) {
+/// The tokens decode holds of room `id` (0 without reuse): whole pages and
+/// a part of the next, varied by room.
+uint32_t prefix_of(uint64_t id, uint32_t page, bool reuse) {
+  return reuse ? static_cast<uint32_t>(page * id + (id * 5) % page) : 0;
+}
+
+/// The pattern the held tokens of a room's first page carry (another room's).
+constexpr uint64_t held_marker = 1000;
+
+void run_case(instance_fixture& f, const matrix_case& c, uint32_t page, uint32_t heads,
+              bool reuse = false) {
   f.shape = heads == 0 ? apps::model_shape{"mla", 4, 1, 16, kv_dtype::bf16, true}
                        : apps::model_shape{"mha", 4, heads, 8, kv_dtype::bf16, false};
   f.page_size = page;
@@ -44,20 +57,31 @@ void run_case(instance_fixture& f, const matrix_case& c, uint32_t page, uint32_t
       r.src.push_back(free_src[used]);
       r.dst.push_back(free_dst[used]);
     }
-    handles.push_back(f.open_room(id, r.src, r.dst, r.aux, r.aux, id % 3));
+    for (auto& d : f.decode)  // what decode held before: another pattern
+      d.pool->fill_room(f.seed, id + held_marker, {r.dst.front()}, no_aux_slot);
+    handles.push_back(
+        f.open_room(id, r.src, r.dst, r.aux, r.aux, id % 3, prefix_of(id, page, reuse)));
     rooms.push_back(std::move(r));
   }
   f.sched.run();
   for (size_t i = 0; i < rooms.size(); ++i) {
-    CAPTURE(rooms[i].id);
-    for (auto& s : handles[i].senders)
+    auto id = rooms[i].id;
+    auto prefix = prefix_of(id, page, reuse);
+    auto skip = prefix % page;
+    CAPTURE(id, prefix);
+    for (auto& s : handles[i].senders) {
       CHECK(s.poll() == kv_poll::success);
+      CHECK(s.decode_prefix_tokens() == prefix);
+    }
     for (size_t k = 0; k < f.decode.size(); ++k) {
       CAPTURE(k);
+      auto& pool = *f.decode[k].pool;
       CHECK(handles[i].receivers[k].poll() == kv_poll::success);
-      CHECK(f.decode[k].pool->holds_room(
-          f.seed, rooms[i].id, rooms[i].src.size() > 0 ? rooms[i].dst : std::vector<uint32_t>{},
-          rooms[i].aux));
+      CHECK(pool.holds_room(f.seed, id, rooms[i].dst, rooms[i].aux, skip));
+      // The held tokens are as they were; without reuse they were written.
+      CHECK(pool.holds_tokens(f.seed, id + held_marker, rooms[i].dst.front(), 0, 0, skip));
+      if (skip == 0)
+        CHECK_FALSE(pool.holds_tokens(f.seed, id + held_marker, rooms[i].dst.front(), 0, 0, 1));
     }
   }
 }
@@ -81,4 +105,17 @@ TEST_CASE_METHOD(instance_fixture, "PP mappings: every prefill stage writes its 
   auto heads = GENERATE(8u, 0u);
   CAPTURE(c.p_tp, c.p_pp, c.d_tp, c.d_pp, heads);
   run_case(*this, c, 16, heads);
+}
+
+TEST_CASE_METHOD(instance_fixture,
+                 "prefix reuse: only the tokens after decode's prefix move, sliced or staged",
+                 "[actors][tp][prefix]") {
+  auto c = GENERATE(matrix_case{1, 1, 1, 1}, matrix_case{2, 1, 2, 1}, matrix_case{1, 1, 2, 1},
+                    matrix_case{4, 1, 1, 1}, matrix_case{2, 1, 8, 1}, matrix_case{2, 2, 2, 1});
+  auto heads = GENERATE(8u, 2u, 0u);  // 0: MLA
+  auto page = GENERATE(1u, 16u, 64u);
+  staging.enabled = GENERATE(true, false);
+  checksum = GENERATE(kv_checksum::off, kv_checksum::xxh3);  // the digests skip the held tokens
+  CAPTURE(c.p_tp, c.p_pp, c.d_tp, heads, page, staging.enabled, to_string(checksum));
+  run_case(*this, c, page, heads, true);
 }

@@ -249,6 +249,26 @@ TEST_CASE("cluster file: staging takes enabled and sizes in MiB", "[launch]") {
   CHECK_THAT(e, Catch::Contains("unknown key \"ring\" in [staging]"));
 }
 
+TEST_CASE("cluster file: a decode instance may check KV checksums", "[launch][checksum]") {
+  auto p = parse_cluster(good, "c.toml");
+  REQUIRE(p.cluster);
+  CHECK(p.cluster->instances[1].checksum == kvferry::kv_checksum::off);
+  auto text = good + "checksum = \"xxh3\"\n";  // the last [[instance]]: decode-0
+  p = parse_cluster(text, "c.toml");
+  for (auto& e : p.errors)
+    UNSCOPED_INFO(e);
+  REQUIRE(p.cluster);
+  CHECK(p.cluster->instances[1].checksum == kvferry::kv_checksum::xxh3);
+  text = good + "checksum = \"crc64\"\n";
+  auto e = one_error(text);
+  CHECK_THAT(e, Catch::StartsWith(at(line_of(text, "crc64"))));
+  CHECK_THAT(e, Catch::Contains("checksum = \"crc64\" is not a checksum; expected \"off\" or "
+                                "\"xxh3\""));
+  text = with("data_port = 18000", "data_port = 18000\nchecksum = \"xxh3\"");
+  e = one_error(text);
+  CHECK_THAT(e, Catch::Contains("checksum is a key of decode instances"));
+}
+
 TEST_CASE("cluster file: a TP size that does not split the model's heads is refused", "[launch]") {
   // tiny: 8 kv heads. Prefill TP 12 and decode TP 6 map onto each other,
   // but neither splits 8 heads evenly.

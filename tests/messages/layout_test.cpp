@@ -62,7 +62,8 @@ TEST_CASE("validate names the field - its value and what was expected", "[messag
     l.version = 99;
     auto bad = validate(l);
     REQUIRE(bad);
-    CHECK_THAT(*bad, Catch::Contains("protocol version 99, expected 1"));
+    CHECK_THAT(
+        *bad, Catch::Contains("protocol version 99, expected " + std::to_string(protocol_version)));
   }
   SECTION("page size 0") {
     l.page_size = 0;
@@ -89,8 +90,9 @@ TEST_CASE("compare names the first differing field with both values", "[messages
   d.aux_buffers[0].item_len = 128;
   CHECK(*compare(p, d) == "aux buffer 0 item_len prefill=64 decode=128");
   d = mha(16);
-  d.version = 2;
-  CHECK(*compare(p, d) == "protocol_version prefill=1 decode=2");
+  d.version = protocol_version + 1;
+  CHECK(*compare(p, d) == "protocol_version prefill=" + std::to_string(protocol_version) +
+                              " decode=" + std::to_string(protocol_version + 1));
 }
 
 TEST_CASE("buffer base - length and region may differ between peers", "[messages][layout]") {

@@ -56,13 +56,13 @@ TEST_CASE_METHOD(coordinator_fixture, "every message type round-trips",
   CHECK(roundtrip(si) == si);
   chunk_send cs{5, {9, 8, 7, UINT32_MAX}, true, {{3}, {4, 5}}};
   CHECK(roundtrip(cs) == cs);
-  receiver_init ri{5, {1, 2, 3}, 4, {{1}, {}}};
+  receiver_init ri{5, {1, 2, 3}, 4, {{1}, {}}, 37};
   CHECK(roundtrip(ri) == ri);
-  room_status st{k, kv_poll::failed, f};
+  room_status st{k, kv_poll::failed, f, 21};
   CHECK(roundtrip(st) == st);
   peer_connect pc{r, "tcp://[::1]:4711", l, staging_offer{{}, 3, 1 << 20}, "c0ffee"};
   CHECK(roundtrip(pc) == pc);
-  chunk_job cj{k, r, 2, 5, {1, 2}, {3, 4}, true, 1, 2, {{7}}, {{8}}};
+  chunk_job cj{k, r, 2, 5, 3, {1, 2}, {3, 4}, true, 1, 2, {{7}}, {{8}}};
   CHECK(roundtrip(cj) == cj);
   chunk_result cr{k, r, 2, true, 2, 4096, 3, true, 5, f};
   CHECK(roundtrip(cr) == cr);
@@ -82,7 +82,7 @@ TEST_CASE_METHOD(coordinator_fixture, "every message type round-trips",
   CHECK(roundtrip(sg) == sg);
   staging_watermark sw{r, 1ull << 40};
   CHECK(roundtrip(sw) == sw);
-  staging_room sr{k, {5, 6, 7}, {staging_writer{r, l}}};
+  staging_room sr{k, {5, 6, 7}, {staging_writer{r, l}}, 3};
   CHECK(roundtrip(sr) == sr);
   staging_close sc{k};
   CHECK(roundtrip(sc) == sc);
@@ -99,7 +99,7 @@ TEST_CASE_METHOD(coordinator_fixture, "messages with actor handles round-trip",
   t.departed.push_back(rank_left{sample_rank(), "kill", false, true, 123, "127.0.0.1:8998"});
   t.bootstrap = "127.0.0.1:8998";
   CHECK(roundtrip(t) == t);
-  room_request req{room_key{1, 2}, sample_rank(), {}, {5, 6}, 0, {{1}}, true};
+  room_request req{room_key{1, 2}, sample_rank(), {}, {5, 6}, 0, {{1}}, true, 37};
   CHECK(roundtrip(req) == req);
   room_join j{9, sample_rank(), {participant{sample_rank(), {}, {"127.0.0.1", 4242}}}};
   CHECK(roundtrip(j) == j);

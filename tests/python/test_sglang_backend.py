@@ -9,7 +9,7 @@ import pytest
 from kvferry import KVTransferError
 from kvferry.sglang import (KVBootstrapServer, KVManager, KVPoll, KVReceiver, KVSender,
                             split_addr)
-from kvferry.rank_driver import Pool, ServerArgs, load_backend, page_values
+from kvferry.rank_driver import PAGE, Pool, ServerArgs, load_backend, page_values
 
 from test_sglang_processes import free_ports
 
@@ -97,6 +97,65 @@ def test_a_room_moves_with_sglangs_call_order(pair):
     r.clear()
 
 
+def test_decode_prefix_reuse_moves_only_the_tokens_decode_lacks(pair):
+    pool_p, pool_d = pair["pools"]["prefill"], pair["pools"]["decode"]
+    room, s, r = open_room(pair)
+    held = 3 if PAGE > 3 else 0
+    prefix = 2 * PAGE + held  # two whole pages cached on decode and part of the third
+    src, dst, row = [40, 41, 42], [50, 51, 52], 6
+    for i, p in enumerate(src):
+        for b in range(len(pool_p.kv)):
+            pool_p.kv[b][p] = page_values(room, i, b % 2, b // 2, pool_p.heads, 2)
+    for b in range(len(pool_d.kv)):
+        pool_d.kv[b][dst[0]] = 0xABCD  # what decode holds of the first page
+    pool_p.bootstrap_room[row, 0] = room
+    # SGLang: kv_indices = pages of req_to_token[decode_prefix_len:]
+    r.send_metadata(np.asarray(dst, dtype=np.int32), row, None, prefix)
+    wait_for([s], {KVPoll.WaitingForInput})
+    assert s.pop_decode_prefix_len() == prefix
+    assert s.pop_decode_prefix_len() == 0  # popped, as SGLang's dict pop
+    s.init(len(src), row)
+    s.send(np.asarray(src, dtype=np.int32))
+    assert wait_for([s, r], {KVPoll.Success, KVPoll.Failed}) == [KVPoll.Success] * 2
+    for i, p in enumerate(dst):
+        for b in range(len(pool_d.kv)):
+            want = page_values(room, i, b % 2, b // 2, pool_d.heads, 2)
+            got = pool_d.kv[b][p]
+            if i == 0:
+                assert (got[:held] == 0xABCD).all(), (room, b)
+                assert np.array_equal(got[held:], want[held:]), (room, b)
+            else:
+                assert np.array_equal(got, want), (room, i, b)
+    token = pair["pre"].kv_page_bytes // PAGE
+    moved = 3 * pair["pre"].kv_page_bytes - held * token + pair["pre"].aux_row_bytes
+    assert s.get_transfer_metric().transfer_total_bytes == moved
+    assert r.get_transfer_metric().transfer_total_bytes == moved
+    s.clear()
+    r.clear()
+
+
+def test_checksums_checked_by_decode_pass_a_room_and_refuse_a_bad_name(monkeypatch):
+    boot, dec_port, bad_port = free_ports(3)
+    server = KVBootstrapServer("127.0.0.1", boot)
+    pools = {side: Pool(PAGES, 2, 2, 0, with_state=False) for side in ("prefill", "decode")}
+    pre = KVManager(pools["prefill"].kv_args(0), "prefill", ServerArgs(1, boot), False)
+    monkeypatch.setenv("KVFERRY_CHECKSUM", "xxh3")
+    dec = KVManager(pools["decode"].kv_args(0), "decode", ServerArgs(1, dec_port), False)
+    assert dec.checksum == "xxh3" and pre.checksum == "off"
+    monkeypatch.setenv("KVFERRY_CHECKSUM", "adler32")
+    with pytest.raises(ValueError, match='checksum "adler32"; expected off or xxh3'):
+        KVManager(pools["decode"].kv_args(0), "decode", ServerArgs(1, bad_port), False)
+    p = dict(server=server, boot=boot, pools=pools, pre=pre, dec=dec, next_room=[5000])
+    try:
+        room, s, r = open_room(p)
+        assert move(p, room, s, r, [1, 2, 3, 4], [9, 8, 7, 6], 2) == [KVPoll.Success] * 2
+        s.clear()
+        r.clear()
+    finally:
+        pre.teardown()
+        dec.teardown()
+
+
 def test_bad_input_raises_and_costs_nothing_else(pair):
     # A room opened before the bad calls, finished after them.
     room, s_good, r_good = open_room(pair)
@@ -121,8 +180,8 @@ def test_bad_input_raises_and_costs_nothing_else(pair):
         r.send_metadata(np.asarray([1, 2, PAGES + 5], dtype=np.int32), 5)
     with pytest.raises(ValueError, match="aux_index -1"):
         r.send_metadata(np.asarray([1, 2, 3], dtype=np.int32), -1)
-    with pytest.raises(ValueError, match="decode_prefix_len 4"):
-        r.send_metadata(np.asarray([1, 2, 3], dtype=np.int32), 5, None, 4)
+    with pytest.raises(ValueError, match="decode_prefix_len -4; expected 0 or more tokens"):
+        r.send_metadata(np.asarray([1, 2, 3], dtype=np.int32), 5, None, -4)
     r.send_metadata(np.asarray([20, 21, 22], dtype=np.int32), 5)
     with pytest.raises(ValueError, match="send_metadata called twice"):
         r.send_metadata(np.asarray([20, 21, 22], dtype=np.int32), 5)

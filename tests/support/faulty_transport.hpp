@@ -1,13 +1,17 @@
 // Wraps any transport and injects faults into its posts, the way leveldb's
 // fault-injection Env wraps an Env: chosen posts complete with an error, or
 // throw (a post, or the opening of a fence), while every other call goes to
-// the real backend.
+// the real backend. Or a post's bytes change in flight: one byte of its first
+// write reads flipped while the backend copies it (end-to-end checksums' test;
+// restored when post() returns, so for backends that copy inside post():
+// inproc).
 #pragma once
 
 #include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 
 #include "transport/transport.hpp"
@@ -29,6 +33,7 @@ class faulty_transport final : public tp::transport {
     /// ordered writes does): a last chunk's aux row then goes in a post of
     /// its own, once its KV landed.
     bool unordered_writes = false;
+    std::set<uint64_t> flip;  ///< post numbers whose first write carries one flipped byte
   };
 
   faulty_transport(std::unique_ptr<tp::transport> inner, std::shared_ptr<plan> p)
@@ -45,7 +50,12 @@ class faulty_transport final : public tp::transport {
   using tp::transport::register_region;
   tp::result<tp::region_id> register_region(void* base, uint64_t len,
                                             tp::memory_kind kind) override {
-    return inner_->register_region(base, len, kind);
+    auto id = inner_->register_region(base, len, kind);
+    if (id.ok()) {
+      std::lock_guard guard{plan_->mu};
+      regions_[*id] = {static_cast<std::byte*>(base), len};
+    }
+    return id;
   }
   tp::status deregister_region(tp::region_id id) override { return inner_->deregister_region(id); }
   using tp::transport::connect;
@@ -84,14 +94,27 @@ class faulty_transport final : public tp::transport {
       handler_(tp::completion{batch.cookie, st});
       return {};
     }
+    std::byte* flipped = nullptr;
+    if (plan_->flip.count(n) && !batch.ops.empty()) {
+      auto& op = batch.ops.front();
+      if (auto r = regions_.find(op.local);
+          r != regions_.end() && op.length > 0 && op.local_offset + op.length <= r->second.second)
+        flipped = r->second.first + op.local_offset + op.length / 2;
+    }
     guard.unlock();
-    return inner_->post(peer, std::move(batch));
+    if (flipped != nullptr)
+      *flipped ^= std::byte{0x20};
+    auto st = inner_->post(peer, std::move(batch));
+    if (flipped != nullptr)
+      *flipped ^= std::byte{0x20};
+    return st;
   }
 
  private:
   std::unique_ptr<tp::transport> inner_;
   std::shared_ptr<plan> plan_;
   tp::completion_handler handler_;
+  std::map<tp::region_id, std::pair<std::byte*, uint64_t>> regions_;  // guarded by plan_->mu
 };
 
 }  // namespace kvferry::test

@@ -52,6 +52,8 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
   /// Set: every rank's KV buffers are registered as device memory and moved
   /// by this copier (transport/base/host_device_copier.hpp runs it on host memory).
   std::shared_ptr<transport::device_copier> device;
+  /// End-to-end KV checksums the decode ranks check.
+  kv_checksum checksum = kv_checksum::off;
   /// Fault plans per decode rank index, when set.
   std::map<size_t, std::shared_ptr<faulty_transport::plan>> decode_faults;
 
@@ -183,18 +185,20 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
   }
 
   /// Opens room `id` on every rank, sends its pages in chunks of `chunk`
-  /// (0: one chunk); the prefill pools get the room's pattern first.
+  /// (0: one chunk); the prefill pools get the room's pattern first. The
+  /// decode ranks say they hold the room's first `prefix_tokens` tokens
+  /// (prefix reuse: `src` and `dst` start at the page that holds that token).
   struct room_handles {
     std::vector<sender> senders;
     std::vector<receiver> receivers;
   };
   room_handles open_room(uint64_t id, const std::vector<uint32_t>& src,
                          const std::vector<uint32_t>& dst, uint32_t src_aux, uint32_t dst_aux,
-                         uint32_t chunk) {
+                         uint32_t chunk, uint32_t prefix_tokens = 0) {
     room_handles h;
     for (auto& r : decode) {
       h.receivers.push_back(r.rt->make_receiver(id, where()));
-      h.receivers.back().init(dst, dst_aux);
+      h.receivers.back().init(dst, dst_aux, {}, prefix_tokens);
     }
     auto n = static_cast<uint32_t>(src.size());
     for (auto& r : prefill) {
@@ -234,6 +238,7 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
     }
     o.limits = limits;
     o.staging = staging;
+    o.checksum = checksum;
     o.wait_on_stop = false;
     o.bootstrap = where();
     o.decider = decider_locator{dec, "", 0};
