@@ -16,6 +16,7 @@
 #include "actors/rank/decider_side.hpp"
 #include "actors/rank/prefill_rank_steps.hpp"
 #include "actors/rank/rank_guard.hpp"
+#include "actors/rank/request_outcome.hpp"
 #include "actors/rank/room_steps.hpp"
 #include "messages/scheduler.hpp"
 #include "messages/transfer.hpp"
@@ -35,37 +36,21 @@ void note_decider(self_ptr self, uint64_t id, const decider_actor& decider) {
     self->monitor(decider);
 }
 
-/// A request for open room `room`.
+/// A request for open room `room`: judged as a value (request_outcome.hpp),
+/// then done.
 void handle_request(self_ptr self, prefill_room& room, const room_request& req) {
   auto& st = self->state;
-  if (room.key().generation == 0)
-    if (auto* old = st.early.cleared_as(req.key)) {
-      // A late request of the cleared room with this id: answered as one
-      // that came after the clear; the room opened again waits for its own.
-      if (old->outcome == kv_poll::failed)
-        self->send(req.decider, room_failure{req.key, old->why});
-      return;
-    }
-  if (room.fsm().state() == kv_poll::failed) {
-    // Concluded here already (alone, or by a verdict on a record the decider
-    // has since forgotten): the decider hears why, whatever it keys it now.
-    self->send(req.decider, room_failure{req.key, room.fsm().why()});
+  request_facts facts{
+      room.key(),       room.fsm().state(),
+      room.fsm().why(), room.key().generation == 0 ? st.early.cleared_as(req.key) : nullptr,
+      st.instance_down, st.peers.count(req.decode_rank) > 0,
+      st.cfg.self};
+  auto out = judge_request(facts, req);
+  using action = request_outcome::action;
+  if (out.what == action::ignore)
     return;
-  }
-  if (room.key().generation != 0 && room.key().generation != req.key.generation) {
-    // Another incarnation of the id is live here: refuse the newcomer only.
-    self->send(req.decider,
-               room_failure{req.key, failure{errc::duplicate_room,
-                                             to_string(req.key) + " requested while " +
-                                                 to_string(room.key()) + " is live on " +
-                                                 to_string(st.cfg.self),
-                                             st.cfg.self}});
-    return;
-  }
-  if (room.fsm().terminal()) {
-    // Concluded alone before any decode rank asked: the decider hears why.
-    if (room.fsm().state() == kv_poll::failed)
-      self->send(req.decider, room_failure{req.key, room.fsm().why()});
+  if (out.what == action::tell_decider) {
+    self->send(req.decider, room_failure{req.key, out.why});
     return;
   }
   if (!st.deciders.count(room.id())) {
@@ -73,21 +58,11 @@ void handle_request(self_ptr self, prefill_room& room, const room_request& req) 
     watch_decider(self, req.decider, decider_ref(req.decode_rank.instance));
   }
   room.adopt(req.key.generation);
-  if (st.instance_down) {
-    // A rank of this instance is gone: the room cannot be served; the
-    // decider decides (and words it) for every rank.
-    report(self, room, *st.instance_down);
+  if (out.what == action::report) {
+    report(self, room, out.why);
     return;
   }
   auto peer = st.peers.find(req.decode_rank);
-  if (peer == st.peers.end()) {
-    report(self, room,
-           failure{errc::invalid_argument,
-                   "request for " + to_string(req.key) + " from " + to_string(req.decode_rank) +
-                       ", which has not registered its layout with this rank",
-                   st.cfg.self});
-    return;
-  }
   auto& dl = peer->second.layout;
   auto& me = st.cfg.self;
   auto required = destinations_of({st.cfg.tp_size, st.cfg.pp_size}, {dl.tp_size, dl.pp_size}, me.tp,

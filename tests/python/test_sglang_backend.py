@@ -139,9 +139,12 @@ def test_checksums_checked_by_decode_pass_a_room_and_refuse_a_bad_name(monkeypat
     server = KVBootstrapServer("127.0.0.1", boot)
     pools = {side: Pool(PAGES, 2, 2, 0, with_state=False) for side in ("prefill", "decode")}
     pre = KVManager(pools["prefill"].kv_args(0), "prefill", ServerArgs(1, boot), False)
-    monkeypatch.setenv("KVFERRY_CHECKSUM", "xxh3")
-    dec = KVManager(pools["decode"].kv_args(0), "decode", ServerArgs(1, dec_port), False)
+    monkeypatch.delenv("KVFERRY_CHECKSUM", raising=False)
+    args = ServerArgs(1, dec_port)
+    args.disaggregation_enable_kv_checksum = True  # SGLang's flag turns kvferry's checks on
+    dec = KVManager(pools["decode"].kv_args(0), "decode", args, False)
     assert dec.checksum == "xxh3" and pre.checksum == "off"
+    assert dec.should_verify_kv_checksum(f"127.0.0.1:{boot}") is False  # kvferry checks
     monkeypatch.setenv("KVFERRY_CHECKSUM", "adler32")
     with pytest.raises(ValueError, match='checksum "adler32"; expected off or xxh3'):
         KVManager(pools["decode"].kv_args(0), "decode", ServerArgs(1, bad_port), False)

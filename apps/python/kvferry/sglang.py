@@ -267,8 +267,11 @@ class KVManager(BaseKVManager):
         if not kv_ptrs:
             raise ValueError("kv_args.kv_data_ptrs is empty; expected one pointer per KV buffer")
         self.page_size = int(_arg(args, "page_size", 1))
-        # End-to-end KV checksums, checked by the decode ranks (kvferry's own).
-        self.checksum = os.environ.get("KVFERRY_CHECKSUM", "off") if self.role == "decode" else "off"
+        # End-to-end KV checksums, checked by the decode ranks (kvferry's own):
+        # $KVFERRY_CHECKSUM, else SGLang's --disaggregation-enable-kv-checksum.
+        sglang_flag = bool(_arg(server_args, "disaggregation_enable_kv_checksum", False))
+        wanted = os.environ.get("KVFERRY_CHECKSUM", "xxh3" if sglang_flag else "off")
+        self.checksum = wanted if self.role == "decode" else "off"
         self.num_pages = min(int(n) // int(i) for n, i in zip(kv_lens, kv_items))
         mla = self.is_mla_backend
         if not mla and len(kv_ptrs) % 2:
@@ -367,8 +370,10 @@ class KVManager(BaseKVManager):
 
     def should_verify_kv_checksum(self, bootstrap_addr: str) -> bool:
         # kvferry checks the KV inside the transfer when the decode manager
-        # has KVFERRY_CHECKSUM=xxh3 (a mismatch is the room's verdict on every
-        # rank, checksum_mismatch), so SGLang's own Adler-32 pass is not needed.
+        # has checksums on (SGLang's --disaggregation-enable-kv-checksum or
+        # KVFERRY_CHECKSUM=xxh3): a mismatch is the room's verdict on every
+        # rank (checksum_mismatch), and SGLang's own Adler-32 pass over the
+        # whole KV, which a TP-sliced rank could not pass, is not needed.
         return False
 
     def is_abort_release_safe(self, *args, **kwargs) -> bool:
