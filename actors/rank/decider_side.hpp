@@ -26,6 +26,7 @@
 #include "actors/base/log.hpp"
 #include "actors/common/decider_lost.hpp"
 #include "actors/common/durations.hpp"
+#include "actors/rank/overdue_action.hpp"
 #include "actors/rank/rank_guard.hpp"
 #include "actors/rank/room_fsm.hpp"
 #include "messages/decision.hpp"
@@ -172,9 +173,6 @@ void check_beat(Self* self, DeciderOf decider_of, Settle settle) {
       });
 }
 
-/// How many times a rank waits again for a late decider still heard from.
-constexpr uint32_t max_verdict_extensions = 2;
-
 /// A room that waits for its verdict ran past its deadline. Its cause: the
 /// one this rank reported, or, having finished, the wait itself. A decider
 /// still heard from is late, not gone: it hears why (`remind(why)`) and
@@ -194,17 +192,18 @@ void verdict_overdue(Self* self, Room& room, const Decider& decider, Remind remi
   // take its whole instance for dead).
   auto why = room.reported() ? room.reported()
                              : failure{errc::deadline, fsm.stuck_cause(room.key()), st.cfg.self};
-  if (decider && decider_alive(self, decider.address()) &&
-      fsm.wait_longer() <= max_verdict_extensions) {
-    remind(why);
-    return;
+  bool alive = decider && decider_alive(self, decider.address());
+  switch (overdue_action_for(static_cast<bool>(decider), alive, decider ? fsm.wait_longer() : 0)) {
+    case overdue_action::remind:
+      remind(why);
+      return;
+    case overdue_action::check_decider:
+      arm_decider_check(self);
+      return;
+    case overdue_action::settle:
+      settle(why);
+      return;
   }
-  if (decider && !decider_alive(self, decider.address()) &&
-      fsm.wait_longer() <= max_verdict_extensions + 1) {
-    arm_decider_check(self);
-    return;
-  }
-  settle(why);
 }
 
 }  // namespace kvferry
