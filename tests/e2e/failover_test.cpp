@@ -6,6 +6,8 @@
 // rank, byte for byte (the decode process checks each Success).
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
 #include "apps/common/failover_run.hpp"
 
 using namespace kvferry::apps;
@@ -23,8 +25,15 @@ TEST_CASE("a prefill rank process killed mid-transfer: the survivors agree and l
   INFO(r.error);
   REQUIRE(r.error.empty());
   std::string outputs;
-  for (auto& out : r.outputs)
-    outputs += out.substr(0, 4000) + "\n----\n";
+  {
+    // Every process's whole output, for a look after a failure (the
+    // message below keeps 4,000 characters of each).
+    std::ofstream all{"/tmp/kvferry-failover-last.log"};
+    for (auto& out : r.outputs) {
+      all << out << "\n----\n";
+      outputs += out.substr(0, 4000) + "\n----\n";
+    }
+  }
   INFO(outputs);
   auto struck = r.struck();
   CAPTURE(struck.size(), r.strike_to_all_concluded_ms());
