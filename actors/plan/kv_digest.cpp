@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack: no allocation per chunk
 #include <xxhash.h>
 
 #include "actors/plan/planner.hpp"
@@ -67,9 +68,8 @@ transport::result<std::vector<uint64_t>> chunk_digests(const kv_layout& src, con
   auto in_tok = source ? g->src_in_tok : g->dst_in_tok;
   std::vector<uint64_t> out;
   out.reserve(g->pairs.size() * pages.size());
-  XXH3_state_t* state = XXH3_createState();
-  if (state == nullptr)
-    return status::invalid_argument("XXH3_createState failed (out of memory)");
+  XXH3_state_t state;  // for sliced rows; a whole page is one call
+  XXH3_INITSTATE(&state);
   for (auto [sb, db] : g->pairs) {
     auto b = source ? sb : db;
     auto item = own.kv_buffers[b].item_len;
@@ -80,13 +80,12 @@ transport::result<std::vector<uint64_t>> chunk_digests(const kv_layout& src, con
         out.push_back(XXH3_64bits(page + first * tok, item - first * tok));
         continue;
       }
-      XXH3_64bits_reset(state);
+      XXH3_64bits_reset(&state);
       for (uint32_t t = first; t < own.page_size; ++t)
-        XXH3_64bits_update(state, page + t * tok + in_tok, g->slice_bytes);
-      out.push_back(XXH3_64bits_digest(state));
+        XXH3_64bits_update(&state, page + t * tok + in_tok, g->slice_bytes);
+      out.push_back(XXH3_64bits_digest(&state));
     }
   }
-  XXH3_freeState(state);
   return out;
 }
 

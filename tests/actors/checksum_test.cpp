@@ -125,3 +125,49 @@ TEST_CASE_METHOD(instance_fixture, "checksums: without them the flipped byte goe
   }
   CHECK(wrong == 1);
 }
+
+TEST_CASE_METHOD(instance_fixture,
+                 "checksums: a registration naming an unknown checksum is refused, naming it",
+                 "[actors][checksum]") {
+  start(1, 1, 1, 1);
+  auto registration = [&](std::string checksum) {
+    return dest_registration{decode[0].rt->rank(),
+                             decode[0].rt->decode(),
+                             "inproc://elsewhere",
+                             state_of<decode_rank_state>(decode[0].rt->decode()).cfg.pool.layout,
+                             {},
+                             {},
+                             std::move(checksum)};
+  };
+  auto rh = self->request(prefill[0].rt->prefill(), caf::infinite, registration("crc99"));
+  sched.run();
+  std::optional<caf::error> refused;
+  rh.receive([](dest_accepted&) { FAIL("an unknown checksum was accepted"); },
+             [&](caf::error& err) { refused = err; });
+  REQUIRE(refused);
+  CHECK(refused->code() == static_cast<uint8_t>(errc::unsupported));
+  CHECK_THAT(
+      sys.render(*refused),
+      Catch::Contains("checksum \"crc99\" of decode decode-0 tp0 pp0, expected off or xxh3"));
+}
+
+TEST_CASE("checksums: a decode rank with a device pool refuses to start with them",
+          "[actors][checksum]") {
+  instance_fixture f;
+  apps::host_pool pool{f.shape, 4, 8, 4, 64, apps::rank_place{0, 1, 0, 1}, {}};
+  rank_options o;
+  o.side = role::decode;
+  o.instance = "decode-0";
+  o.pool = pool.describe();
+  for (auto& b : o.pool.kv)
+    b.memory = transport::memory_kind::device;
+  o.device_copier = "host";
+  o.transport = "inproc";
+  o.wait_on_stop = false;
+  o.checksum = kv_checksum::xxh3;
+  auto rt = runtime::start(f.sys, std::move(o));
+  REQUIRE_FALSE(rt);
+  CHECK_THAT(to_string(rt.error()),
+             Catch::Contains("checksum xxh3 over a device pool: checksums are built for host "
+                             "pools only"));
+}
