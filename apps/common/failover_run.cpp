@@ -131,11 +131,6 @@ double failover_result::first_success_after_ms(int64_t since_ns, size_t ranks) c
 
 failover_result run_failover(const failover_options& o) {
   failover_result r;
-  // Memory the struck process holds is touched before it starts its ranks:
-  // about a second per 512 MiB on a slow machine.
-  auto lead = o.lead + std::chrono::seconds{o.hold_mib / 512};
-  auto epoch = wall_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(lead).count();
-  r.epoch_ns = epoch;
   r.interval_ns = int64_t{o.interval_us} * 1000;
   std::vector<std::string> common{"--prefill-tp=2",
                                   "--decode-tp=2",
@@ -147,10 +142,16 @@ failover_result run_failover(const failover_options& o) {
                                   "--kvferry.log-level=" + o.log_level};
   common.insert(common.end(), o.extra.begin(), o.extra.end());
   auto lag = std::chrono::duration_cast<std::chrono::nanoseconds>(o.prefill_lag).count();
+  // The first processes read the epoch from stdin once every one of them is
+  // ready (ranks up, memory touched: seconds on a machine whose memory is
+  // handed out lazily), so no room's time passes while one still starts.
+  // A process that replaces a struck one is told the epoch the run has.
+  bool again = false;
   auto argv = [&](std::vector<std::string> own) {
     bool prefill = own.front() == "--role=prefill";
     own.insert(own.begin(), o.demo);
-    own.push_back("--epoch-ns=" + std::to_string(prefill ? epoch + lag : epoch));
+    own.push_back(again ? "--epoch-ns=" + std::to_string(prefill ? r.epoch_ns + lag : r.epoch_ns)
+                        : "--epoch-from-stdin");
     own.insert(own.end(), common.begin(), common.end());
     return own;
   };
@@ -161,7 +162,6 @@ failover_result run_failover(const failover_options& o) {
   // for, not those its clock has passed (--follow-requests): a room decode
   // failed at once while the instance was down is not opened there to wait
   // alone for its deadline.
-  bool again = false;
   auto replacing = [&](std::vector<std::string> own) {
     if (again)
       own.push_back("--follow-requests");
@@ -172,7 +172,7 @@ failover_result run_failover(const failover_options& o) {
         replacing({"--role=prefill", "--ranks=0", "--bootstrap-port=" + port}));
     auto line = p->wait_for_line(
         [](const std::string& l) { return l.find("bootstrap listening on") != std::string::npos; },
-        20s);
+        60s);
     std::smatch m;
     if (!line || !std::regex_search(*line, m, std::regex{R"(:(\d+)$)"})) {
       r.error = "a prefill process did not print its bootstrap port:\n" + p->output();
@@ -196,10 +196,35 @@ failover_result run_failover(const failover_options& o) {
   };
   auto second = rank1();
   auto decode = decode_process();
+  // Up: ranks started; the time it took is not the run's.
+  auto ready = [&](child_process& p, const char* who) {
+    if (p.wait_for_line([](const std::string& l) { return l.rfind("ready ", 0) == 0; }, 120s))
+      return true;
+    r.error = std::string{"the "} + who + " process was not ready within 120 s:\n" + p.output();
+    return false;
+  };
+  if (!ready(*first, "first prefill") || !ready(*second, "second prefill") ||
+      !ready(*decode, "decode"))
+    return r;
+  r.epoch_ns = wall_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(o.lead).count();
+  if (!decode->write_stdin(std::to_string(r.epoch_ns) + "\n") ||
+      !first->write_stdin(std::to_string(r.epoch_ns + lag) + "\n") ||
+      !second->write_stdin(std::to_string(r.epoch_ns + lag) + "\n")) {
+    r.error = "a process exited before it was told the epoch";
+    return r;
+  }
   std::this_thread::sleep_until(std::chrono::system_clock::time_point{
       std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::nanoseconds{epoch}) +
+          std::chrono::nanoseconds{r.epoch_ns}) +
       o.strike_after});
+  // ... and not before the decode process saw a room succeed: a fault struck
+  // before any room moved would hit none.
+  if (!decode->wait_for_line(
+          [](const std::string& l) { return l.rfind("first success ", 0) == 0; }, 60s)) {
+    r.error = "the decode process saw no room succeed within 60 s of the first room's time:\n" +
+              decode->output();
+    return r;
+  }
   // The struck processes move out of `first`, `second`, `decode`; the new
   // ones take their places there.
   std::vector<std::unique_ptr<child_process>> struck;
@@ -235,6 +260,24 @@ failover_result run_failover(const failover_options& o) {
       r.restarted_ns = wall_ns();
       second = rank1();
     }
+  }
+  if (o.restart) {
+    // When the new processes' ranks were up (their memory touched): what a
+    // check of the rooms served after the restart counts from.
+    std::vector<child_process*> fresh;
+    if (o.target == fault_target::prefill_instance)
+      fresh = {first.get(), second.get()};
+    else if (o.target == fault_target::decode_instance)
+      fresh = {decode.get()};
+    else
+      fresh = {second.get()};
+    for (auto* p : fresh)
+      if (!p->wait_for_line([](const std::string& l) { return l.rfind("ready ", 0) == 0; },
+                                 120s)) {
+        r.error = "a restarted process was not ready within 120 s:\n" + p->output();
+        return r;
+      }
+    r.replacement_ready_ns = wall_ns();
   }
   auto patience = std::chrono::milliseconds{o.rooms * o.interval_us / 1000} + 60s;
   for (auto* p : {decode.get(), first.get(), second.get()})

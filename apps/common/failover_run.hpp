@@ -35,8 +35,11 @@ struct failover_options {
   bool restart = false;  ///< start new processes for what was struck right after
   uint32_t rooms = 80;
   uint32_t interval_us = 25000;
-  std::chrono::milliseconds lead{4000};         ///< from start to the first room
-  std::chrono::milliseconds strike_after{600};  ///< from the first room to the fault
+  /// From the moment every process is ready (ranks up) to the first room.
+  std::chrono::milliseconds lead{1000};
+  /// From the first room to the fault; and the fault waits, besides, for the
+  /// decode process to see a room succeed (it prints "first success").
+  std::chrono::milliseconds strike_after{600};
   /// The prefill processes open each room this much after the decode process
   /// (its requests wait at the prefill ranks meanwhile): rooms are in flight
   /// at any moment, whatever a room's own transfer takes.
@@ -62,6 +65,9 @@ struct failover_result {
   /// When the restarted processes were up (a restarted prefill instance: its
   /// bootstrap listening again; else when they were started); 0 without one.
   int64_t restarted_ns = 0;
+  /// When every restarted process printed "ready" (its ranks up); 0 without
+  /// a restart.
+  int64_t replacement_ready_ns = 0;
   int64_t epoch_ns = 0;  ///< when room 1 opened on decode
   int64_t interval_ns = 0;
 

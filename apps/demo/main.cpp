@@ -39,6 +39,7 @@
 #include "apps/common/host_pool.hpp"
 #include "apps/common/hosted_ranks.hpp"
 #include "apps/common/scheduler_driver.hpp"
+#include "messages/wall_clock.hpp"
 
 namespace {
 
@@ -70,6 +71,7 @@ struct demo_config : kvferry::config {
   bool follow_requests = false;
   uint32_t hold_mib = 0;
   int64_t epoch_ns = 0;
+  bool epoch_from_stdin = false;
   uint32_t interval_us = 0;
   bool print_conclusions = false;
   bool no_staging = false;
@@ -115,13 +117,32 @@ struct demo_config : kvferry::config {
         .add(join_bootstrap, "join-bootstrap",
              "prefill: join the bootstrap at --bootstrap-port instead of hosting one")
         .add(epoch_ns, "epoch-ns", "paced requests: room i opens at epoch + i * interval")
+        .add(epoch_from_stdin, "epoch-from-stdin",
+             "paced requests: once the ranks are up, print \"ready\" and read the epoch "
+             "(nanoseconds) from a line of stdin; a harness starts the clock when every "
+             "process is ready, however long their memory took to touch")
         .add(interval_us, "interval-us", "paced requests: microseconds between rooms")
         .add(print_conclusions, "print-conclusions",
              "print when each rank concluded each room, and how");
   }
 };
 
-workload workload_of(const demo_config& cfg) {
+/// The epoch a harness wrote: a positive decimal number of nanoseconds.
+bool parse_epoch(const std::string& line, int64_t& out) {
+  try {
+    size_t used = 0;
+    auto v = std::stoll(line, &used);
+    if (used != line.size() || v <= 0)
+      return false;
+    out = v;
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+/// The run's workload; `epoch_ns` is --epoch-ns, or what stdin said.
+workload workload_of(const demo_config& cfg, int64_t epoch_ns) {
   workload w;
   w.seed = cfg.seed;
   w.rooms = cfg.rooms;
@@ -129,16 +150,28 @@ workload workload_of(const demo_config& cfg) {
   w.max_tokens = cfg.max_tokens;
   w.chunk_pages = cfg.chunk_pages;
   w.concurrency = cfg.concurrency;
-  w.epoch_ns = cfg.epoch_ns;
+  w.epoch_ns = epoch_ns;
   w.interval_us = cfg.interval_us;
   w.record_conclusions = cfg.print_conclusions;
+  if (cfg.print_conclusions) {
+    // A live line once this process saw its first room succeed on every
+    // rank: a harness that strikes mid-run waits for it, so that its fault
+    // lands while rooms move, however slowly the processes started.
+    w.progress_period = std::chrono::milliseconds{20};
+    w.on_progress = [said = false](const run_report& r) mutable {
+      if (said || r.success == 0)
+        return;
+      said = true;
+      std::cout << "first success " << wall_ns() << std::endl;
+    };
+  }
   if (cfg.follow_requests) {
     // A rank that came back joins the rooms decode still asks for; a room
     // decode gave up on while it was away is never opened here to wait out
     // its Bootstrapping deadline alone (scheduler_driver.hpp).
     w.follow_requests = true;
-    if (cfg.interval_us > 0 && cfg.epoch_ns != 0)
-      w.serve_until_ns = cfg.epoch_ns + int64_t{cfg.rooms} * cfg.interval_us * 1000 + 3'000'000'000;
+    if (cfg.interval_us > 0 && epoch_ns != 0)
+      w.serve_until_ns = epoch_ns + int64_t{cfg.rooms} * cfg.interval_us * 1000 + 3'000'000'000;
   }
   return w;
 }
@@ -243,7 +276,7 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
     std::cerr << "kvferry-demo: --checksum=" << cfg.checksum << ", expected off or xxh3\n";
     return 2;
   }
-  auto w = workload_of(cfg);
+  auto w = workload_of(cfg, cfg.epoch_ns);
   if (cfg.role != "all" && cfg.role != "prefill" && cfg.role != "decode") {
     std::cerr << "kvferry-demo: --role=" << cfg.role << ", expected all, prefill or decode\n";
     return 2;
@@ -312,6 +345,21 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
         rc = 1;
       } else {
         post = std::move(*made);
+      }
+    }
+    if (rc == 0) {
+      // Ranks up (pools touched, registered): a harness waits for this line.
+      std::cout << "ready " << wall_ns() << std::endl;
+      if (cfg.epoch_from_stdin) {
+        std::string line;
+        int64_t epoch = 0;
+        if (!std::getline(std::cin, line) || !parse_epoch(line, epoch)) {
+          std::cerr << "kvferry-demo: --epoch-from-stdin read \"" << line
+                    << "\", expected the epoch in nanoseconds since 1970\n";
+          rc = 2;
+        } else {
+          w = workload_of(cfg, epoch);
+        }
       }
     }
     if (rc == 0) {

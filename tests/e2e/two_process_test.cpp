@@ -15,19 +15,52 @@ namespace {
 
 const std::string demo = KVFERRY_DEMO_PATH;
 
-/// Starts the prefill side and returns it with its bootstrap port.
-std::pair<std::unique_ptr<child_process>, std::string> start_prefill(
-    std::vector<std::string> extra) {
-  std::vector<std::string> argv{demo, "--role=prefill", "--bootstrap-port=0"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  auto p = std::make_unique<child_process>(argv);
-  auto line = p->wait_for_line(
+/// Both sides of a run, started and released together.
+struct process_pair {
+  std::unique_ptr<child_process> prefill;
+  std::unique_ptr<child_process> decode;
+};
+
+/// Waits for `p`'s "ready" line (its ranks up).
+void await_ready(child_process& p, const char* side) {
+  auto line = p.wait_for_line([](const std::string& l) { return l.rfind("ready ", 0) == 0; }, 120s);
+  INFO(side << " output:\n" << p.output());
+  REQUIRE(line);
+}
+
+/// Starts the prefill side (bootstrap and ranks) and the decode side against
+/// its bootstrap, each held at its gate (--epoch-from-stdin) until both are
+/// ready: a side whose memory is slow to touch (seconds per GiB on a machine
+/// that hands memory out lazily) leaves no room of the other waiting past
+/// its deadline meanwhile. The runs are not paced: the epoch only opens the
+/// gate.
+process_pair start_pair(std::vector<std::string> prefill_args,
+                        std::vector<std::string> decode_args) {
+  process_pair out;
+  std::vector<std::string> argv{demo, "--role=prefill", "--bootstrap-port=0",
+                                "--epoch-from-stdin"};
+  argv.insert(argv.end(), prefill_args.begin(), prefill_args.end());
+  out.prefill = std::make_unique<child_process>(argv);
+  auto line = out.prefill->wait_for_line(
       [](const std::string& l) { return l.find("bootstrap listening on") != std::string::npos; },
-      20s);
+      60s);
+  INFO("prefill output:\n" << out.prefill->output());
   REQUIRE(line);
   std::smatch m;
   REQUIRE(std::regex_search(*line, m, std::regex{R"(:(\d+)$)"}));
-  return {std::move(p), m[1]};
+  std::vector<std::string> dargv{demo, "--role=decode", "--bootstrap-port=" + m[1].str(),
+                                 "--epoch-from-stdin"};
+  dargv.insert(dargv.end(), decode_args.begin(), decode_args.end());
+  out.decode = std::make_unique<child_process>(dargv);
+  await_ready(*out.prefill, "prefill");
+  await_ready(*out.decode, "decode");
+  auto now = std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count()) +
+             "\n";
+  REQUIRE(out.prefill->write_stdin(now));
+  REQUIRE(out.decode->write_stdin(now));
+  return out;
 }
 
 }  // namespace
@@ -43,18 +76,15 @@ TEST_CASE("two processes: a prefill and a decode process move every byte", "[e2e
                                   model,
                                   "--max-tokens=200",
                                   "--kvferry.bootstrap-timeout=20s"};
-  auto [prefill, port] = start_prefill(common);
-  std::vector<std::string> argv{demo, "--role=decode", "--bootstrap-port=" + port};
-  argv.insert(argv.end(), common.begin(), common.end());
-  child_process decode{argv};
-  int drc = decode.wait(120s);
+  auto [prefill, decode] = start_pair(common, common);
+  int drc = decode->wait(120s);
   int prc = prefill->wait(60s);
-  INFO("decode output:\n" << decode.output());
+  INFO("decode output:\n" << decode->output());
   INFO("prefill output:\n" << prefill->output());
   CHECK(drc == 0);
   CHECK(prc == 0);
   CHECK_THAT(
-      decode.output(),
+      decode->output(),
       Catch::Contains("decode: 40 requests on 1 rank, 40 Success, 0 Failed, 40 verified byte for "
                       "byte, 0 corrupted, 0 disagreements"));
   CHECK_THAT(prefill->output(),
@@ -104,37 +134,34 @@ TEST_CASE("two processes: TP and PP mappings move every byte of every rank", "[e
   auto pargs = common;
   pargs.insert(pargs.end(),
                {"--prefill-tp=" + std::to_string(r.ptp), "--prefill-pp=" + std::to_string(r.ppp)});
-  auto [prefill, port] = start_prefill(pargs);
-  std::vector<std::string> argv{demo, "--role=decode", "--bootstrap-port=" + port,
-                                "--decode-tp=" + std::to_string(r.dtp),
-                                "--decode-pp=" + std::to_string(r.dpp)};
-  argv.insert(argv.end(), common.begin(), common.end());
-  child_process decode{argv};
-  int drc = decode.wait(120s);
+  std::vector<std::string> dargs{"--decode-tp=" + std::to_string(r.dtp),
+                                 "--decode-pp=" + std::to_string(r.dpp)};
+  dargs.insert(dargs.end(), common.begin(), common.end());
+  auto [prefill, decode] = start_pair(pargs, dargs);
+  int drc = decode->wait(120s);
   int prc = prefill->wait(60s);
-  INFO("decode output:\n" << decode.output());
+  INFO("decode output:\n" << decode->output());
   INFO("prefill output:\n" << prefill->output());
   CHECK(drc == 0);
   CHECK(prc == 0);
-  CHECK_THAT(decode.output(), Catch::Contains("16 Success, 0 Failed, 16 verified byte for byte, "
+  CHECK_THAT(decode->output(), Catch::Contains("16 Success, 0 Failed, 16 verified byte for byte, "
                                               "0 corrupted, 0 disagreements"));
   CHECK_THAT(prefill->output(), Catch::Contains("16 Success, 0 Failed, 0 disagreements"));
 }
 
 TEST_CASE("two processes: a page size mismatch is refused at handshake on both sides",
           "[e2e][process]") {
-  auto [prefill, port] = start_prefill(
-      {"--rooms=12", "--model=tiny", "--page-size=16", "--kvferry.bootstrap-timeout=20s"});
-  child_process decode{{demo, "--role=decode", "--bootstrap-port=" + port, "--rooms=12",
-                        "--model=tiny", "--page-size=32", "--kvferry.bootstrap-timeout=20s"}};
-  int drc = decode.wait(60s);
+  auto [prefill, decode] =
+      start_pair({"--rooms=12", "--model=tiny", "--page-size=16", "--kvferry.bootstrap-timeout=20s"},
+                 {"--rooms=12", "--model=tiny", "--page-size=32", "--kvferry.bootstrap-timeout=20s"});
+  int drc = decode->wait(60s);
   int prc = prefill->wait(60s);
-  INFO("decode output:\n" << decode.output());
+  INFO("decode output:\n" << decode->output());
   INFO("prefill output:\n" << prefill->output());
   CHECK(drc == 1);
   CHECK(prc == 1);
-  CHECK_THAT(decode.output(), Catch::Contains("decode: failed with layout_mismatch: 12"));
-  CHECK_THAT(decode.output(), Catch::Contains("layout mismatch: page_size prefill=16 decode=32"));
+  CHECK_THAT(decode->output(), Catch::Contains("decode: failed with layout_mismatch: 12"));
+  CHECK_THAT(decode->output(), Catch::Contains("layout mismatch: page_size prefill=16 decode=32"));
   CHECK_THAT(prefill->output(), Catch::Contains("prefill: failed with layout_mismatch: 12"));
   CHECK_THAT(prefill->output(), Catch::Contains("layout mismatch: page_size prefill=16 decode=32"));
 }
