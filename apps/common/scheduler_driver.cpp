@@ -86,25 +86,27 @@ void note_failure(run_report& r, const std::optional<transfer_error>& e) {
 }
 
 /// The driver's pause between two polls that found nothing new: 20 us just
-/// after progress, doubling while nothing happens, up to 500 us. A fixed
-/// 20 us nap cost a third of a core per idle process in timer wake-ups (on a
+/// after progress, doubling while nothing happens, up to 50 us while rooms
+/// are in flight (a room's conclusion is seen within 50 us of it) and 1 ms
+/// while none is (waiting for the next room's time, or to be asked). A fixed
+/// 20 us nap cost a third of a core per idle process in timer wake-ups: on a
 /// 2-core machine, three demo processes waiting for their first room starved
-/// the ranks they drive); the cap adds at most half a millisecond to a room's
-/// measured latency.
+/// the ranks they drive.
 class idle_backoff {
  public:
-  void wait(bool progressed) {
+  void wait(bool progressed, bool in_flight) {
     if (progressed) {
       nap_ = first;
       return;
     }
     std::this_thread::sleep_for(nap_);
-    nap_ = std::min(nap_ * 2, most);
+    nap_ = std::min(nap_ * 2, in_flight ? busy_most : idle_most);
   }
 
  private:
   static constexpr std::chrono::microseconds first{20};
-  static constexpr std::chrono::microseconds most{500};
+  static constexpr std::chrono::microseconds busy_most{50};
+  static constexpr std::chrono::microseconds idle_most{1000};
   std::chrono::microseconds nap_ = first;
 };
 
@@ -409,7 +411,7 @@ run_report run_rooms(const instance_ranks& inst, const workload& w, uint64_t all
         h.clear();
       i = in_flight.erase(i);
     }
-    idle.wait(progressed);
+    idle.wait(progressed, !in_flight.empty());
   }
   r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   if (w.on_progress)
