@@ -1,4 +1,6 @@
 #include "apps/common/scheduler_driver.hpp"
+
+#include "apps/common/pool_allocators.hpp"
 #include "messages/wall_clock.hpp"
 
 #include <algorithm>
@@ -14,59 +16,6 @@ namespace kvferry::apps {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-/// Free pages of a pool, handed out in random order.
-class page_allocator {
- public:
-  page_allocator(uint32_t pages, uint64_t seed) : rng_(seed) {
-    free_.resize(pages);
-    for (uint32_t i = 0; i < pages; ++i)
-      free_[i] = i;
-  }
-
-  std::optional<std::vector<uint32_t>> take(uint32_t n) {
-    if (n > free_.size())
-      return std::nullopt;
-    std::vector<uint32_t> out;
-    out.reserve(n);
-    for (uint32_t i = 0; i < n; ++i) {
-      std::uniform_int_distribution<size_t> pick(0, free_.size() - 1);
-      auto k = pick(rng_);
-      out.push_back(free_[k]);
-      free_[k] = free_.back();
-      free_.pop_back();
-    }
-    return out;
-  }
-
-  void give_back(const std::vector<uint32_t>& pages) {
-    free_.insert(free_.end(), pages.begin(), pages.end());
-  }
-
- private:
-  std::mt19937_64 rng_;
-  std::vector<uint32_t> free_;
-};
-
-/// Free aux rows, first in first out.
-class row_allocator {
- public:
-  explicit row_allocator(uint32_t rows) {
-    for (uint32_t i = 0; i < rows; ++i)
-      free_.push_back(i);
-  }
-  std::optional<uint32_t> take() {
-    if (free_.empty())
-      return std::nullopt;
-    auto r = free_.front();
-    free_.pop_front();
-    return r;
-  }
-  void give_back(uint32_t r) { free_.push_back(r); }
-
- private:
-  std::deque<uint32_t> free_;
-};
 
 void note_state(run_report& r, std::vector<bool>& seen, kv_poll s) {
   auto i = static_cast<size_t>(s);
@@ -111,53 +60,6 @@ class idle_backoff {
 };
 
 }  // namespace
-
-uint32_t workload::tokens_of(uint64_t room) const {
-  std::mt19937_64 rng(seed ^ (room * 0x9e3779b97f4a7c15ull));
-  std::uniform_int_distribution<uint32_t> d(min_tokens, std::max(min_tokens, max_tokens));
-  return d(rng);
-}
-
-uint32_t workload::pages_of(uint64_t room, uint32_t page_size) const {
-  return (tokens_of(room) + page_size - 1) / page_size;
-}
-
-std::string run_report::to_text(const std::string& side) const {
-  std::ostringstream os;
-  os.setf(std::ios::fixed);
-  os.precision(3);
-  os << side << ": " << rooms << " requests on " << ranks << (ranks == 1 ? " rank, " : " ranks, ")
-     << success << " Success, " << failed << " Failed";
-  if (skipped > 0)
-    os << ", " << skipped << " skipped (their time passed before the start)";
-  if (rerouted > 0)
-    os << ", " << rerouted
-       << (side_prefill ? " not opened (this instance was dead; routed elsewhere)"
-                        : " re-routed (their prefill instance was down)");
-  if (served_for_others > 0)
-    os << ", " << served_for_others << " re-routed here";
-  if (verified + corrupted > 0)
-    os << ", " << verified << " verified byte for byte, " << corrupted << " corrupted";
-  os << ", " << disagreements << " disagreements";
-  os << "\n" << side << ": " << bytes << " bytes in " << seconds << " s = " << gbps() << " GB/s";
-  if (!latencies_us.empty()) {
-    auto l = latencies_us;
-    std::sort(l.begin(), l.end());
-    os << ", room latency p50 " << l[l.size() / 2] / 1000.0 << " ms p99 "
-       << l[std::min(l.size() - 1, l.size() * 99 / 100)] / 1000.0 << " ms";
-  }
-  os << "\n" << side << ": states reached:";
-  for (auto s : {kv_poll::bootstrapping, kv_poll::waiting_for_input, kv_poll::transferring,
-                 kv_poll::success, kv_poll::failed}) {
-    auto i = states_seen.find(to_string(s));
-    os << " " << to_string(s) << "=" << (i == states_seen.end() ? 0 : i->second);
-  }
-  for (auto& [code, n] : failures)
-    os << "\n" << side << ": failed with " << code << ": " << n;
-  for (auto& e : first_errors)
-    os << "\n" << side << ":   " << e;
-  return os.str();
-}
 
 namespace {
 

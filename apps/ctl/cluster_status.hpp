@@ -13,7 +13,7 @@
 
 #include <caf/actor_system.hpp>
 
-#include "apps/launch/cluster_file.hpp"
+#include "apps/common/cluster_file.hpp"
 #include "messages/bootstrap.hpp"
 #include "messages/node_status.hpp"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "apps/ctl/prometheus_text.hpp"
-#include "apps/launch/cluster_file.hpp"
+#include "apps/common/cluster_file.hpp"
 
 namespace kvferry::ctl {
 

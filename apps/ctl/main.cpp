@@ -26,7 +26,7 @@
 #include "apps/ctl/cluster_status.hpp"
 #include "apps/ctl/cluster_top.hpp"
 #include "apps/ctl/room_timeline.hpp"
-#include "apps/launch/cluster_file.hpp"
+#include "apps/common/cluster_file.hpp"
 
 namespace {
 

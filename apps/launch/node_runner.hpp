@@ -23,7 +23,8 @@
 
 #include <caf/actor_system.hpp>
 
-#include "apps/launch/cluster_file.hpp"
+#include "apps/common/cluster_file.hpp"
+#include "apps/launch/stop_signals.hpp"
 
 namespace kvferry::launch {
 
@@ -55,10 +56,6 @@ struct node_options {
   std::string log_format = "text";  ///< text or json (kvferry::log_format_from)
 };
 
-/// Blocks SIGINT and SIGTERM in the calling thread and the threads it starts
-/// afterwards: call it before the actor system starts its threads, so that a
-/// serving node (no workload) takes them in its own loop and stops cleanly.
-void block_stop_signals();
 
 /// Runs node `node` of `c` on `sys` (whose config is a kvferry::config).
 /// With a workload, returns once every room concluded: 0 when every room

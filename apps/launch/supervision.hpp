@@ -24,7 +24,7 @@
 #include <optional>
 #include <string>
 
-#include "apps/launch/cluster_file.hpp"
+#include "apps/common/cluster_file.hpp"
 
 namespace kvferry::launch {
 

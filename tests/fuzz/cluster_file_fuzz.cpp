@@ -1,4 +1,4 @@
-// Fuzz harness: the cluster-file parser (apps/launch/cluster_file.cpp,
+// Fuzz harness: the cluster-file parser (apps/common/cluster_file.cpp,
 // parse_cluster, and parse_duration on the file's first line). The input is
 // the file's text.
 //
@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "actors/plan/tp_mapping.hpp"
-#include "apps/launch/cluster_file.hpp"
+#include "apps/common/cluster_file.hpp"
 #include "tests/fuzz/fuzz_main.hpp"
 
 using namespace kvferry;

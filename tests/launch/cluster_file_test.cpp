@@ -9,7 +9,7 @@
 #include <string>
 
 #include "actors/common/durations.hpp"
-#include "apps/launch/cluster_file.hpp"
+#include "apps/common/cluster_file.hpp"
 #include "apps/launch/supervision.hpp"
 
 using namespace kvferry::launch;

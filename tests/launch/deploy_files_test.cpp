@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/launch/cluster_file.hpp"
+#include "apps/common/cluster_file.hpp"
 
 using namespace kvferry::launch;
 

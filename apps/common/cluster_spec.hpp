@@ -1,9 +1,9 @@
-// The cluster file kvferry-launch reads: which nodes (hosts) there are, which
-// instances (prefill, decode) each runs with their TP and PP sizes and ports,
-// the data plane, the deadlines, the heartbeat and an optional synthetic
-// workload. A plain struct and its parser (toml++); every error reads
-// "FILE:LINE: reason", naming the value and what was expected. See
-// deploy/clusters/*.toml for examples of every key.
+// A cluster as kvferry-launch and kvferry-ctl see it: which nodes (hosts)
+// there are, which instances (prefill, decode) each runs with their TP and PP
+// sizes and ports, the data plane, the deadlines, the heartbeat and an
+// optional synthetic workload; and the queries both tools ask of it (which
+// instance a room goes to, how a node runs its ranks). Plain structs: the
+// cluster file's reader (cluster_file.hpp) fills them.
 #pragma once
 
 #include <chrono>
@@ -20,27 +20,6 @@
 #include "actors/staging/staging_options.hpp"
 
 namespace kvferry::launch {
-
-// -- caps on a cluster file ------------------------------------------------------
-// A cluster file is read by every node's launcher, and the parser loops over
-// what it lists (ranks per port, instances per decode instance): the caps keep
-// a mistyped or hostile file from costing more than a moment. TP and PP sizes
-// use the caps of messages/layout.hpp (max_tp_size, max_pp_size,
-// max_instance_ranks), so a file never names an instance that no rank could
-// register.
-
-/// Largest cluster file: the biggest example in deploy/clusters is ~2 KiB.
-constexpr size_t max_cluster_file_bytes = size_t{1} << 20;
-
-/// Most [[node]] and [[instance]] tables of one file.
-constexpr size_t max_nodes = 1024;
-constexpr size_t max_instances = 1024;
-
-/// Most ranks of a cluster (the sum of TP x PP over its instances).
-constexpr uint64_t max_cluster_ranks = 65536;
-
-/// Most prefill instances one decode instance lists.
-constexpr size_t max_prefills_per_decode = max_instances;
 
 /// How a node runs its ranks: all in the node's process, or one child
 /// process per rank (as a GPU server runs them), children of the node's
@@ -177,20 +156,6 @@ struct cluster_spec {
   /// The rooms of the workload that instance `i` takes part in, ascending.
   std::vector<uint64_t> rooms_of(const instance_spec& i) const;
 };
-
-/// A parsed file, or every error found in it ("FILE:LINE: reason").
-struct cluster_parse {
-  std::optional<cluster_spec> cluster;
-  std::vector<std::string> errors;
-};
-
-/// Parses `text`; `file` names it in messages. Refuses a text above
-/// max_cluster_file_bytes and lists beyond the caps above, naming the value.
-cluster_parse parse_cluster(std::string_view text, const std::string& file);
-
-/// Reads and parses the file at `path` (never more than max_cluster_file_bytes
-/// + 1 bytes of it).
-cluster_parse load_cluster(const std::string& path);
 
 /// "prefill" or "decode".
 const char* to_string(instance_role r);
