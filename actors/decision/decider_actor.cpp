@@ -4,6 +4,7 @@
 // (decision_book); its peers and heartbeats are decider_peers.cpp's.
 #include "actors/decision/decider_actor.hpp"
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -13,6 +14,7 @@
 #include "actors/common/deadline_timer.hpp"
 #include "actors/common/decider_lost.hpp"
 #include "actors/decision/decider_steps.hpp"
+#include "actors/decision/join_effects.hpp"
 #include "actors/gateway/peer_names.hpp"
 #include "actors/process/life_notice.hpp"
 
@@ -100,85 +102,113 @@ caf::result<member_ack> on_register(self_ptr self, member_registration& reg) {
   return member_ack{book.instance(), book.instance_generation()};
 }
 
-/// A member joins a room: the room is keyed (and named its prefill side).
-void on_join(self_ptr self, room_join& j) {
-  if (!from_member(self, j.rank, "a room_join"))
-    return;
+/// A join for a room decided and forgotten before this member came: it
+/// learns how the room ended, under the key everyone else concluded with
+/// (and so do the prefill ranks it names). False when the book has no such
+/// tombstone.
+bool answer_late_join(self_ptr self, const room_join& j, const decode_rank_actor& joiner) {
+  auto* t = self->state.book.late_join(j.room, j.rank);
+  if (!t)
+    return false;
+  room_verdict v{t->key, t->outcome.outcome, t->outcome.why};
+  tell(self, joiner, room_keyed{t->key});
+  tell(self, joiner, v);
+  for (auto& p : j.prefill)
+    tell(self, p.handle, v);
+  return true;
+}
+
+/// The prefill ranks a join names, watched as the members are (a kill is
+/// known when its connection drops); a new incarnation of one starts alive.
+std::vector<rank_ref> note_prefill_ranks(self_ptr self, const room_join& j) {
   auto& st = self->state;
-  auto joiner = caf::actor_cast<decode_rank_actor>(self->current_sender());
-  if (!st.book.find(room_key{j.room, 0}))
-    if (auto* t = st.book.late_join(j.room, j.rank)) {
-      // Decided and forgotten before this member came: it learns how
-      // the room ended, under the key everyone else concluded with (and
-      // so do the prefill ranks it names).
-      room_verdict v{t->key, t->outcome.outcome, t->outcome.why};
-      tell(self, joiner, room_keyed{t->key});
-      tell(self, joiner, v);
-      for (auto& p : j.prefill)
-        tell(self, p.handle, v);
-      return;
-    }
-  std::vector<rank_ref> prefill;
+  std::vector<rank_ref> out;
   for (auto& p : j.prefill) {
-    prefill.push_back(p.rank);
-    // Watched as the members are: a kill is known when its connection drops.
+    out.push_back(p.rank);
     if (auto h = st.prefill.find(p.rank); h == st.prefill.end() || h->second != p.handle) {
       self->monitor(p.handle);
-      st.beats.answered(p.rank);  // a new incarnation of the rank starts alive
+      st.beats.answered(p.rank);
     }
     if (auto l = st.lost_prefill.find(p.rank);
         l != st.lost_prefill.end() && l->second.handle != p.handle)
       st.lost_prefill.erase(l);
     st.prefill.insert_or_assign(p.rank, p.handle);
   }
-  bool known = st.book.find(room_key{j.room, 0}) != nullptr;
-  auto before = known ? st.book.find(room_key{j.room, 0})->prefill : std::set<rank_ref>{};
-  // Admission: a new room beyond the instance's limit is keyed and refused
-  // at once, for every rank alike, rather than queued behind the others.
-  bool refused = !known && st.book.undecided_count() >= st.limits.max_rooms;
+  return out;
+}
+
+/// The cause `effects` names for room `r`; for an earlier report, every one
+/// the join's prefill ranks left for the room is taken (the first counts).
+std::optional<failure> cause_of(self_ptr self, const join_effects& effects,
+                                decision_book::room& r, const room_join& j,
+                                const std::vector<rank_ref>& prefill) {
+  auto& st = self->state;
+  switch (effects.fail_with) {
+    case join_failure::none:
+      return std::nullopt;
+    case join_failure::overloaded:
+      if (st.figures)
+        st.figures->refused();
+      return failure{errc::overloaded,
+                     "the decider of " + st.book.instance() + " holds " +
+                         std::to_string(st.limits.max_rooms) +
+                         " undecided rooms, its limit (kvferry.max-rooms): " + to_string(r.key) +
+                         " is refused",
+                     decider_ref(st.book.instance())};
+    case join_failure::member_missing:
+      return *st.missing.cause();
+    case join_failure::prefill_lost:
+      for (auto& p : prefill)
+        if (auto l = st.lost_prefill.find(p); l != st.lost_prefill.end())
+          return l->second.why;
+      return std::nullopt;
+    case join_failure::reported_before: {
+      std::optional<failure> first;
+      for (auto& p : j.prefill)
+        if (auto why = take_held_failure(self, p.handle.address(), r.key); why && !first)
+          first = std::move(why);
+      return first;
+    }
+  }
+  return std::nullopt;
+}
+
+/// A member joins a room: the room is keyed (and named its prefill side);
+/// judge_join (join_effects.hpp) says whether the join fails it at once.
+void on_join(self_ptr self, room_join& j) {
+  if (!from_member(self, j.rank, "a room_join"))
+    return;
+  auto& st = self->state;
+  auto joiner = caf::actor_cast<decode_rank_actor>(self->current_sender());
+  if (!st.book.find(room_key{j.room, 0}) && answer_late_join(self, j, joiner))
+    return;
+  auto prefill = note_prefill_ranks(self, j);
+  auto* known = st.book.find(room_key{j.room, 0});
+  auto before = known ? known->prefill : std::set<rank_ref>{};
+  join_facts facts;
+  facts.new_room = known == nullptr;
+  facts.at_admission_limit = st.book.undecided_count() >= st.limits.max_rooms;
   auto& r = st.book.join(j.room, j.rank, prefill, self->clock().now());
   // A member declared lost that joins a room is alive again.
-  if (st.beats.lost(st.book.member(j.rank.tp, j.rank.pp))) {
-    st.beats.answered(st.book.member(j.rank.tp, j.rank.pp));
-    st.missing.back(st.book.member(j.rank.tp, j.rank.pp));
+  auto member = st.book.member(j.rank.tp, j.rank.pp);
+  if (st.beats.lost(member)) {
+    st.beats.answered(member);
+    st.missing.back(member);
   }
-  if (refused) {
-    if (st.figures)
-      st.figures->refused();
-    if (auto v = st.book.fail(r, failure{errc::overloaded,
-                                         "the decider of " + st.book.instance() + " holds " +
-                                             std::to_string(st.limits.max_rooms) +
-                                             " undecided rooms, its limit (kvferry.max-rooms): " +
-                                             to_string(r.key) + " is refused",
-                                         decider_ref(st.book.instance())}))
-      broadcast(self, r, *v);
-  }
-  // A member is missing (down or lost, not back): the room cannot succeed,
-  // and fails at once with the one cause that names it.
-  if (!r.decision.decided())
-    if (auto* why = st.missing.cause())
-      if (!lapsed(self, r))
-        if (auto v = st.book.fail(r, *why))
-          broadcast(self, r, *v);
-  // A room that names a prefill rank declared lost fails at once with
-  // that cause (instead of paying its own silence); the rank is probed
-  // meanwhile and taken again once it answers.
-  if (!r.decision.decided())
-    for (auto& p : prefill)
-      if (auto l = st.lost_prefill.find(p); l != st.lost_prefill.end()) {
-        if (!lapsed(self, r))
-          if (auto v = st.book.fail(r, l->second.why))
-            broadcast(self, r, *v);
-        break;
-      }
-  // A failure this room's prefill rank reported before the join naming it
-  // came in (held by on_failure): it counts now that the rank is named.
-  if (!r.decision.decided())
-    for (auto& p : j.prefill)
-      if (auto why = take_held_failure(self, p.handle.address(), r.key))
-        if (!lapsed(self, r))
-          if (auto v = st.book.fail(r, std::move(*why)))
-            broadcast(self, r, *v);
+  facts.decided = r.decision.decided();
+  facts.member_missing = st.missing.cause() != nullptr;
+  facts.prefill_lost = std::any_of(prefill.begin(), prefill.end(),
+                                   [&](auto& p) { return st.lost_prefill.count(p) > 0; });
+  facts.reported_before = std::any_of(st.held_failures.begin(), st.held_failures.end(), [&](auto& h) {
+    return h.second.key == r.key &&
+           std::any_of(j.prefill.begin(), j.prefill.end(),
+                       [&](auto& p) { return p.handle.address() == h.first; });
+  });
+  auto effects = judge_join(facts);
+  if (effects.fail_with != join_failure::none && !(effects.lease_first && lapsed(self, r)))
+    if (auto why = cause_of(self, effects, r, j, prefill))
+      if (auto v = st.book.fail(r, std::move(*why)))
+        broadcast(self, r, *v);
   if (!r.decision.decided())
     arm_heartbeat(self);
   tell(self, joiner, room_keyed{r.key});

@@ -38,6 +38,8 @@
 
 namespace kvferry {
 
+struct local_pool;
+
 struct transfer_counters;
 
 struct rank_options {
@@ -150,6 +152,23 @@ class runtime {
 
  private:
   runtime(caf::actor_system& sys, rank_options opts);
+
+  /// The staging ring (decode) or gather buffer (prefill), registered with
+  /// the data plane; none (a null base) when staging is off or the model is
+  /// MLA.
+  struct staging_area {
+    std::byte* base = nullptr;
+    uint64_t bytes = 0;
+    uint32_t region = 0;
+  };
+  caf::expected<staging_area> open_staging(transport::transport& net, const local_pool& pool);
+  /// Spawns the side's actors: prefill, the transfer actor and the rank
+  /// (published at control_host when set); decode, the staging actor, the
+  /// rank, and a decider of its own for a one-rank instance that names none.
+  caf::error start_prefill(std::shared_ptr<transport::transport> net, const local_pool& pool,
+                           const staging_area& staging, const std::shared_ptr<int>& alive);
+  caf::error start_decode(std::shared_ptr<transport::transport> net, const local_pool& pool,
+                          const staging_area& staging, const std::shared_ptr<int>& alive);
 
   caf::actor_system& sys_;
   rank_options opts_;
