@@ -86,6 +86,59 @@ bootstrap_actor::behavior_type bootstrap_at(bootstrap_actor::stateful_pointer<bo
   return bootstrap_on(self, std::move(instance), generation, std::move(address), {});
 }
 
+namespace {
+
+/// A prefill rank registers: refused unless its node speaks for it and the
+/// directory takes it; a re-registration replaces the old handle of the same
+/// (tp, pp). The members hear of it, and the decode ranks watching the
+/// instance too once it is whole again.
+caf::result<registration_ack> on_register(bootstrap_actor::stateful_pointer<bootstrap_state> self,
+                                          rank_registration& reg) {
+  std::string why;
+  if (auto s = self->current_sender();
+      !s || !speaks_for(self->home_system(), s->node(), self->state.node, why)) {
+    auto what = "[bootstrap " + self->state.dir.instance() + "] refused the registration of " +
+                to_string(reg.rank) + ": " + why;
+    log().warn("{}", what);
+    return make_error(errc::invalid_argument, what);
+  }
+  auto handle = reg.handle;
+  auto rank = reg.rank;
+  auto life = reg.life;
+  if (auto bad = self->state.dir.add(std::move(reg))) {
+    log().error("[bootstrap {}] refused {}: {}", self->state.dir.instance(), to_string(rank), *bad);
+    return make_error(errc::invalid_argument, *bad);
+  }
+  rank.instance = self->state.dir.instance();
+  rank.instance_generation = self->state.dir.generation();
+  // A re-registration replaces the old handle of the same (tp, pp).
+  for (auto i = self->state.by_actor.begin(); i != self->state.by_actor.end();) {
+    if (i->second.rank.tp == rank.tp && i->second.rank.pp == rank.pp) {
+      if (!i->second.life.empty())
+        self->state.lives.forget(i->second.life);
+      i = self->state.by_actor.erase(i);
+    } else {
+      ++i;
+    }
+  }
+  auto& m = self->state.by_actor[handle.address()];
+  m = bootstrap_state::member{rank, handle, {}};
+  watch_life(self, m, life);
+  self->monitor(handle);
+  log().info("[bootstrap {}] {} registered ({} of the instance)", self->state.dir.instance(),
+             to_string(rank), self->state.dir.size());
+  tell_members(self);
+  // Whole again after a rank came back: the decode ranks that know the
+  // instance look it up now instead of at their next probe.
+  auto topo = self->state.dir.snapshot();
+  if (topo.complete())
+    for (auto& [addr, watcher] : self->state.watchers)
+      self->send(watcher, topo);
+  return registration_ack{self->state.dir.instance(), self->state.dir.generation()};
+}
+
+}  // namespace
+
 bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bootstrap_state> self,
                                             std::string instance, uint64_t generation,
                                             std::string address, std::string node) {
@@ -100,48 +153,7 @@ bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bo
   return guarded<bootstrap_actor::behavior_type>(
       self, on_exception,
       [self](rank_registration& reg) -> caf::result<registration_ack> {
-        std::string why;
-        if (auto s = self->current_sender();
-            !s || !speaks_for(self->home_system(), s->node(), self->state.node, why)) {
-          auto what = "[bootstrap " + self->state.dir.instance() +
-                      "] refused the registration of " + to_string(reg.rank) + ": " + why;
-          log().warn("{}", what);
-          return make_error(errc::invalid_argument, what);
-        }
-        auto handle = reg.handle;
-        auto rank = reg.rank;
-        auto life = reg.life;
-        if (auto bad = self->state.dir.add(std::move(reg))) {
-          log().error("[bootstrap {}] refused {}: {}", self->state.dir.instance(), to_string(rank),
-                      *bad);
-          return make_error(errc::invalid_argument, *bad);
-        }
-        rank.instance = self->state.dir.instance();
-        rank.instance_generation = self->state.dir.generation();
-        // A re-registration replaces the old handle of the same (tp, pp).
-        for (auto i = self->state.by_actor.begin(); i != self->state.by_actor.end();) {
-          if (i->second.rank.tp == rank.tp && i->second.rank.pp == rank.pp) {
-            if (!i->second.life.empty())
-              self->state.lives.forget(i->second.life);
-            i = self->state.by_actor.erase(i);
-          } else {
-            ++i;
-          }
-        }
-        auto& m = self->state.by_actor[handle.address()];
-        m = bootstrap_state::member{rank, handle, {}};
-        watch_life(self, m, life);
-        self->monitor(handle);
-        log().info("[bootstrap {}] {} registered ({} of the instance)", self->state.dir.instance(),
-                   to_string(rank), self->state.dir.size());
-        tell_members(self);
-        // Whole again after a rank came back: the decode ranks that know the
-        // instance look it up now instead of at their next probe.
-        auto topo = self->state.dir.snapshot();
-        if (topo.complete())
-          for (auto& [addr, watcher] : self->state.watchers)
-            self->send(watcher, topo);
-        return registration_ack{self->state.dir.instance(), self->state.dir.generation()};
+        return on_register(self, reg);
       },
       [self](topology_atom) -> caf::result<topology> {
         // A decode rank asks: it hears from now on which ranks leave.

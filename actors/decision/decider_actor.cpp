@@ -139,9 +139,8 @@ std::vector<rank_ref> note_prefill_ranks(self_ptr self, const room_join& j) {
 
 /// The cause `effects` names for room `r`; for an earlier report, every one
 /// the join's prefill ranks left for the room is taken (the first counts).
-std::optional<failure> cause_of(self_ptr self, const join_effects& effects,
-                                decision_book::room& r, const room_join& j,
-                                const std::vector<rank_ref>& prefill) {
+std::optional<failure> cause_of(self_ptr self, const join_effects& effects, decision_book::room& r,
+                                const room_join& j, const std::vector<rank_ref>& prefill) {
   auto& st = self->state;
   switch (effects.fail_with) {
     case join_failure::none:
@@ -199,11 +198,12 @@ void on_join(self_ptr self, room_join& j) {
   facts.member_missing = st.missing.cause() != nullptr;
   facts.prefill_lost = std::any_of(prefill.begin(), prefill.end(),
                                    [&](auto& p) { return st.lost_prefill.count(p) > 0; });
-  facts.reported_before = std::any_of(st.held_failures.begin(), st.held_failures.end(), [&](auto& h) {
-    return h.second.key == r.key &&
-           std::any_of(j.prefill.begin(), j.prefill.end(),
-                       [&](auto& p) { return p.handle.address() == h.first; });
-  });
+  facts.reported_before =
+      std::any_of(st.held_failures.begin(), st.held_failures.end(), [&](auto& h) {
+        return h.second.key == r.key &&
+               std::any_of(j.prefill.begin(), j.prefill.end(),
+                           [&](auto& p) { return p.handle.address() == h.first; });
+      });
   auto effects = judge_join(facts);
   if (effects.fail_with != join_failure::none && !(effects.lease_first && lapsed(self, r)))
     if (auto why = cause_of(self, effects, r, j, prefill))

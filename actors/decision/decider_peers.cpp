@@ -137,6 +137,68 @@ void arm_heartbeat(self_ptr self) {
   self->template scheduled_send<caf::message_priority::high>(self, due, heartbeat_tick_atom_v);
 }
 
+namespace {
+
+/// A ping sent at `sent` to rank `r` was answered: it is alive (taken again
+/// by rooms, by the instance) and its lease counts from `sent`.
+void heard_from(self_ptr self, const rank_ref& r, caf::actor_clock::time_point sent) {
+  auto& st = self->state;
+  if (st.lost_prefill.erase(r) > 0)
+    log().info("{} {} answers again: rooms may name it again", who(self), to_string(r));
+  if (st.figures)
+    st.figures->standing(r, true);
+  if (r.side == role::decode && st.missing.back(r))
+    log().info("{} {} answers again: the instance takes rooms again", who(self), to_string(r));
+  if (!st.beats.watching(r))
+    return;  // no longer watched
+  st.beats.answered(r);
+  st.first_asked.erase(r);
+  auto& at = st.answered_at[r];
+  at = std::max(at, sent);
+}
+
+/// Pings rank `r` once this round (`watched` collects the round's ranks),
+/// or counts a miss while its last ping is still out: its answer still
+/// counts if it comes within the silence (a rank behind a long mailbox, a
+/// burst of rooms, is slow, not lost).
+template <class Handle>
+void ping_rank(self_ptr self, const rank_ref& r, const Handle& handle,
+               std::set<rank_ref>& watched) {
+  auto& st = self->state;
+  if (!watched.insert(r).second)
+    return;  // once per round, however many rooms name it
+  if (!st.beats.ping(r)) {
+    missed(self, r, false);
+    return;
+  }
+  auto sent = self->clock().now();
+  if (!st.answered_at.count(r))
+    st.first_asked.try_emplace(r, sent);
+  // Urgent: the ping goes ahead of the rank's room traffic, and its answer
+  // (a response keeps its request's priority) ahead of this decider's.
+  self->template request<caf::message_priority::high>(handle, st.limits.silence(), heartbeat_atom_v,
+                                                      ++st.pings)
+      .then(guard(self, on_exception,
+                  [self, r, sent](heartbeat_atom, uint64_t) { heard_from(self, r, sent); }),
+            guard(self, on_exception, [self, r](caf::error&) { missed(self, r, true); }));
+}
+
+/// After a round: ranks no longer watched are forgotten, except that a rank
+/// no room names keeps its last answer a while (if a room names it again
+/// soon, its silence still counts from its last word).
+void forget_unwatched(self_ptr self, const std::set<rank_ref>& watched,
+                      caf::actor_clock::time_point now) {
+  auto& st = self->state;
+  st.beats.retain(watched);
+  std::erase_if(st.answered_at, [&](auto& kv) {
+    return !watched.count(kv.first) && now - kv.second > 2 * st.limits.silence();
+  });
+  std::erase_if(st.first_asked, [&](auto& kv) { return !watched.count(kv.first); });
+  forget_unnamed_prefill(self);
+}
+
+}  // namespace
+
 /// Pings every member (always: see lapsed()), and every prefill participant
 /// of an undecided room.
 void heartbeat_round(self_ptr self) {
@@ -152,66 +214,20 @@ void heartbeat_round(self_ptr self) {
       lapsed(self, *r);
   auto open = st.book.undecided();
   std::set<rank_ref> watched;
-  auto ping = [&](const rank_ref& r, const auto& handle) {
-    if (!watched.insert(r).second)
-      return;  // once per round, however many rooms name it
-    if (!st.beats.ping(r)) {
-      // The last ping is still out: a miss. Its answer still counts if it
-      // comes within the silence: a rank behind a long mailbox (a burst of
-      // rooms) is slow, not lost.
-      missed(self, r, false);
-      return;
-    }
-    auto sent = self->clock().now();
-    if (!st.answered_at.count(r))
-      st.first_asked.try_emplace(r, sent);
-    // Urgent: the ping goes ahead of the rank's room traffic, and its answer
-    // (a response keeps its request's priority) ahead of this decider's.
-    self->template request<caf::message_priority::high>(handle, st.limits.silence(),
-                                                        heartbeat_atom_v, ++st.pings)
-        .then(guard(self, on_exception,
-                    [self, r, sent](heartbeat_atom, uint64_t) {
-                      auto& st = self->state;
-                      if (st.lost_prefill.erase(r) > 0)
-                        log().info("{} {} answers again: rooms may name it again", who(self),
-                                   to_string(r));
-                      if (st.figures)
-                        st.figures->standing(r, true);
-                      if (r.side == role::decode && st.missing.back(r))
-                        log().info("{} {} answers again: the instance takes rooms again", who(self),
-                                   to_string(r));
-                      if (!st.beats.watching(r))
-                        return;  // no longer watched
-                      st.beats.answered(r);
-                      st.first_asked.erase(r);
-                      auto& at = st.answered_at[r];
-                      at = std::max(at, sent);
-                    }),
-              guard(self, on_exception, [self, r](caf::error&) { missed(self, r, true); }));
-  };
   for (auto& [place, handle] : st.members)
-    ping(st.book.member(place.first, place.second), handle);
-  if (!open.empty()) {
-    for (auto& key : open)
-      if (auto* r = st.book.find(key))
-        for (auto& p : r->prefill)
-          if (auto h = st.prefill.find(p); h != st.prefill.end())
-            ping(p, h->second);
-  }
+    ping_rank(self, st.book.member(place.first, place.second), handle, watched);
+  for (auto& key : open)
+    if (auto* r = st.book.find(key))
+      for (auto& p : r->prefill)
+        if (auto h = st.prefill.find(p); h != st.prefill.end())
+          ping_rank(self, p, h->second, watched);
   // The re-probe: a prefill rank declared lost is pinged until it answers
   // (or forgotten after a Bootstrapping deadline).
   std::erase_if(st.lost_prefill,
                 [&](auto& kv) { return now - kv.second.since > st.limits.bootstrapping; });
   for (auto& [rank, lost] : st.lost_prefill)
-    ping(rank, lost.handle);
-  st.beats.retain(watched);
-  // A rank no room names now keeps its last answer a while: if a room names
-  // it again soon, its silence still counts from its last word.
-  std::erase_if(st.answered_at, [&](auto& kv) {
-    return !watched.count(kv.first) && now - kv.second > 2 * st.limits.silence();
-  });
-  std::erase_if(st.first_asked, [&](auto& kv) { return !watched.count(kv.first); });
-  forget_unnamed_prefill(self);
+    ping_rank(self, rank, lost.handle, watched);
+  forget_unwatched(self, watched, now);
   if (!open.empty() || !st.members.empty() || !st.lost_prefill.empty())
     arm_heartbeat(self);
 }

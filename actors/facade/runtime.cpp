@@ -229,9 +229,8 @@ caf::expected<runtime::staging_area> runtime::open_staging(transport::transport&
   return out;
 }
 
-caf::error runtime::start_prefill(std::shared_ptr<transport::transport> net,
-                                  const local_pool& pool, const staging_area& staging,
-                                  const std::shared_ptr<int>& alive) {
+caf::error runtime::start_prefill(std::shared_ptr<transport::transport> net, const local_pool& pool,
+                                  const staging_area& staging, const std::shared_ptr<int>& alive) {
   auto& o = opts_;
   transfer_staging ts{staging.base, staging.bytes, staging.region, o.staging.slot_wait};
   counters_ = std::make_shared<transfer_counters>();

@@ -116,12 +116,58 @@ void resolve(self_ptr self, const std::string& host, uint16_t port, promise_type
           });
 }
 
-}  // namespace
+/// A remote gateway looks up what is published on `port`: answered only
+/// for a node that proves who it is with the cluster's certificates.
+caf::result<published_actor> on_lookup(self_ptr self, uint16_t port, identity_proof& proof) {
+  auto& st = self->state;
+  auto sender = self->current_sender();
+  if (!st.me)
+    return unreachable("this gateway cannot check who looks up: " + st.identity_error);
+  if (!sender)
+    return unreachable("an anonymous lookup; expected one from a remote gateway");
+  auto checked = st.me->verify(
+      proof.certificate, proof.signature,
+      node_identity::statement(caf::to_string(sender->node()), caf::to_string(self->node())));
+  if (!checked.ok) {
+    drop_stranger(self, label, "a lookup that proves no node (" + checked.name_or_error + ")");
+    return unreachable("lookup refused: " + checked.name_or_error);
+  }
+  if (sender->node() != self->node())
+    remember_node_name(sender->node(), checked.name_or_error);
+  auto* e = self->state.book.published_on(port);
+  if (!e)
+    return unreachable("nothing is published on port " + std::to_string(port) + " of this process");
+  return published_actor{e->whom, e->interface, self->state.book.ports()};
+}
 
-gateway_actor::behavior_type gateway(self_ptr self) {
-  // The actor system's end: the TLS middleman goes first, and the remote
-  // gateways' proxies must go before it (a proxy that outlives its
-  // middleman crashes the process as it is destroyed).
+/// This process publishes `whom` (with interfaces `ifs`) on `port` of
+/// `host`, through the TLS middleman.
+caf::result<uint16_t> on_publish(self_ptr self, caf::strong_actor_ptr whom,
+                                 std::set<std::string> ifs, uint16_t port, std::string host) {
+  if (!from_this_process(self, label, "a publish"))
+    return unreachable("publish is for the gateway's own process");
+  if (!whom)
+    return unreachable("cannot publish an invalid actor");
+  if (port != 0 && self->state.book.publishes(port))
+    return unreachable("port " + std::to_string(port) + " is already published");
+  auto rp = self->make_response_promise<uint16_t>();
+  auto mm = self->home_system().openssl_manager().actor_handle();
+  auto me = caf::actor_cast<caf::strong_actor_ptr>(self);
+  self->request(mm, gateway_timeout, caf::publish_atom_v, port, me,
+                self->home_system().message_types<gateway_actor>(), host, true)
+      .then(
+          [self, rp, whom, ifs](uint16_t actual) mutable {
+            self->state.book.publish(actual, gateway_state::entry{whom, ifs});
+            rp.deliver(actual);
+          },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+/// Loads this node's identity and watches the TLS middleman: the gateway
+/// goes with it (a remote gateway's proxy that outlives its middleman
+/// crashes the process as it is destroyed).
+void start_gateway(self_ptr self) {
   auto mm = self->home_system().openssl_manager().actor_handle();
   self->monitor(mm);
   auto& cfg = self->home_system().config();
@@ -143,50 +189,19 @@ gateway_actor::behavior_type gateway(self_ptr self) {
         self->state.monitored.erase(dm.source);
         self->state.book.forget(caf::actor_cast<gateway_actor>(dm.source));
       });
+}
+
+}  // namespace
+
+gateway_actor::behavior_type gateway(self_ptr self) {
+  start_gateway(self);
   return {
       [self](lookup_atom, uint16_t port, identity_proof& proof) -> caf::result<published_actor> {
-        auto& st = self->state;
-        auto sender = self->current_sender();
-        if (!st.me)
-          return unreachable("this gateway cannot check who looks up: " + st.identity_error);
-        if (!sender)
-          return unreachable("an anonymous lookup; expected one from a remote gateway");
-        auto checked = st.me->verify(
-            proof.certificate, proof.signature,
-            node_identity::statement(caf::to_string(sender->node()), caf::to_string(self->node())));
-        if (!checked.ok) {
-          drop_stranger(self, label,
-                        "a lookup that proves no node (" + checked.name_or_error + ")");
-          return unreachable("lookup refused: " + checked.name_or_error);
-        }
-        if (sender->node() != self->node())
-          remember_node_name(sender->node(), checked.name_or_error);
-        auto* e = self->state.book.published_on(port);
-        if (!e)
-          return unreachable("nothing is published on port " + std::to_string(port) +
-                             " of this process");
-        return published_actor{e->whom, e->interface, self->state.book.ports()};
+        return on_lookup(self, port, proof);
       },
       [self](caf::publish_atom, caf::strong_actor_ptr whom, std::set<std::string> ifs,
              uint16_t port, std::string host) -> caf::result<uint16_t> {
-        if (!from_this_process(self, label, "a publish"))
-          return unreachable("publish is for the gateway's own process");
-        if (!whom)
-          return unreachable("cannot publish an invalid actor");
-        if (port != 0 && self->state.book.publishes(port))
-          return unreachable("port " + std::to_string(port) + " is already published");
-        auto rp = self->make_response_promise<uint16_t>();
-        auto mm = self->home_system().openssl_manager().actor_handle();
-        auto me = caf::actor_cast<caf::strong_actor_ptr>(self);
-        self->request(mm, gateway_timeout, caf::publish_atom_v, port, me,
-                      self->home_system().message_types<gateway_actor>(), host, true)
-            .then(
-                [self, rp, whom, ifs](uint16_t actual) mutable {
-                  self->state.book.publish(actual, gateway_state::entry{whom, ifs});
-                  rp.deliver(actual);
-                },
-                [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
-        return rp;
+        return on_publish(self, std::move(whom), std::move(ifs), port, std::move(host));
       },
       [self](caf::unpublish_atom, uint16_t port) {
         if (!from_this_process(self, label, "an unpublish") || !self->state.book.publishes(port))

@@ -234,6 +234,44 @@ life_watch::~life_watch() {
     e->stop.store(true);
 }
 
+/// The watch thread's loop: blocked on the token's mutex until its holder
+/// dies or ends, looking every tick whether the watch is still wanted; tells
+/// `e->f` once (true: the holder died).
+void life_watch::watch_until_end(const std::shared_ptr<entry>& e) {
+  auto* m = &e->mapping.page->mutex;
+  for (;;) {
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    auto ns = ts.tv_nsec + std::chrono::nanoseconds{watch_tick}.count();
+    ts.tv_sec += ns / 1'000'000'000;
+    ts.tv_nsec = ns % 1'000'000'000;
+    int rc = ::pthread_mutex_timedlock(m, &ts);
+    if (rc == ETIMEDOUT) {
+      if (e->stop.load())
+        return;
+      continue;
+    }
+    if (rc == EOWNERDEAD) {
+      // The first to see the death tidies up after the holder.
+      ::pthread_mutex_consistent(m);
+      ::pthread_mutex_unlock(m);
+      ::shm_unlink(("/" + e->name).c_str());
+      if (!e->stop.load())
+        e->f(true);
+      return;
+    }
+    if (rc == 0) {
+      // Ended in order, or dead and tidied up by another watcher already.
+      bool ended = e->mapping.page->ended.load() != 0;
+      ::pthread_mutex_unlock(m);
+      if (!e->stop.load())
+        e->f(!ended);
+      return;
+    }
+    return;  // not recoverable: nothing to tell
+  }
+}
+
 bool life_watch::watch(const life_token_ref& where, on_end f, std::string* why) {
   auto say = [&](std::string text) {
     if (why)
@@ -257,42 +295,7 @@ bool life_watch::watch(const life_token_ref& where, on_end f, std::string* why) 
     return say(err);
   if (e->mapping.page->magic.load() != token_magic)
     return say(where.name + " is not a life token yet");
-  // The watch thread: blocked on the token's mutex until its holder dies or
-  // ends, looking every tick whether it is still wanted.
-  std::thread{[e] {
-    auto* m = &e->mapping.page->mutex;
-    for (;;) {
-      timespec ts{};
-      ::clock_gettime(CLOCK_REALTIME, &ts);
-      auto ns = ts.tv_nsec + std::chrono::nanoseconds{watch_tick}.count();
-      ts.tv_sec += ns / 1'000'000'000;
-      ts.tv_nsec = ns % 1'000'000'000;
-      int rc = ::pthread_mutex_timedlock(m, &ts);
-      if (rc == ETIMEDOUT) {
-        if (e->stop.load())
-          return;
-        continue;
-      }
-      if (rc == EOWNERDEAD) {
-        // The first to see the death tidies up after the holder.
-        ::pthread_mutex_consistent(m);
-        ::pthread_mutex_unlock(m);
-        ::shm_unlink(("/" + e->name).c_str());
-        if (!e->stop.load())
-          e->f(true);
-        return;
-      }
-      if (rc == 0) {
-        // Ended in order, or dead and tidied up by another watcher already.
-        bool ended = e->mapping.page->ended.load() != 0;
-        ::pthread_mutex_unlock(m);
-        if (!e->stop.load())
-          e->f(!ended);
-        return;
-      }
-      return;  // not recoverable: nothing to tell
-    }
-  }}.detach();
+  std::thread{[e] { watch_until_end(e); }}.detach();
   watched_.push_back(std::move(e));
   return true;
 }

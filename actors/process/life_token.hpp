@@ -93,6 +93,8 @@ class life_watch {
 
  private:
   struct entry;
+  /// The watch thread's loop for `e` (life_token.cpp).
+  static void watch_until_end(const std::shared_ptr<entry>& e);
   std::vector<std::shared_ptr<entry>> watched_;
 };
 

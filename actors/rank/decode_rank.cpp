@@ -292,15 +292,21 @@ failure on_exception(self_ptr self, const std::string& what) {
                          [](self_ptr s, auto& room, const failure& why) { report(s, room, why); });
 }
 
+/// The rank's start: its down handler and its registration with the
+/// decider.
+void start_decode_rank(self_ptr self, decode_rank_config cfg) {
+  self->state.cfg = std::move(cfg);
+  self->set_down_handler(
+      guard(self, on_exception, [self](caf::down_msg& dm) { on_down(self, dm); }));
+  register_with_decider(self);
+}
+
 }  // namespace decode_steps
 
 decode_rank_actor::behavior_type decode_rank(
     decode_rank_actor::stateful_pointer<decode_rank_state> self, decode_rank_config cfg) {
   using namespace decode_steps;
-  self->state.cfg = std::move(cfg);
-  self->set_down_handler(
-      guard(self, on_exception, [self](caf::down_msg& dm) { on_down(self, dm); }));
-  register_with_decider(self);
+  start_decode_rank(self, std::move(cfg));
   return guarded<decode_rank_actor::behavior_type>(
       self, on_exception,
       // -- scheduler ------------------------------------------------------------

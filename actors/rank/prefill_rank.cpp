@@ -216,17 +216,29 @@ failure on_exception(self_ptr self, const std::string& what) {
 
 }  // namespace prefill_steps
 
-prefill_rank_actor::behavior_type prefill_rank(
-    prefill_rank_actor::stateful_pointer<prefill_rank_state> self, prefill_rank_config cfg) {
+namespace {
+
+/// The rank's start: its down handler, its link to the transfer actor (which
+/// lives and dies with it: no orphan keeps writing), and its registration
+/// with the bootstrap unless it is published first.
+void start_prefill_rank(prefill_rank_actor::stateful_pointer<prefill_rank_state> self,
+                        prefill_rank_config cfg) {
   using namespace prefill_steps;
   self->state.cfg = std::move(cfg);
   self->set_down_handler(
       guard(self, on_exception, [self](caf::down_msg& dm) { on_down(self, dm); }));
-  // The transfer actor lives and dies with its rank: no orphan keeps writing.
   self->link_to(self->state.cfg.transfer);
   if ((!self->state.cfg.bootstrap.host.empty() || self->state.cfg.bootstrap.handle) &&
       !self->state.cfg.publish_first)
     register_with_bootstrap(self);
+}
+
+}  // namespace
+
+prefill_rank_actor::behavior_type prefill_rank(
+    prefill_rank_actor::stateful_pointer<prefill_rank_state> self, prefill_rank_config cfg) {
+  using namespace prefill_steps;
+  start_prefill_rank(self, std::move(cfg));
   return guarded<prefill_rank_actor::behavior_type>(
       self, on_exception,
       // -- scheduler ------------------------------------------------------------

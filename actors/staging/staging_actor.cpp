@@ -105,6 +105,94 @@ failure on_exception(self_ptr self, const std::string& what) {
   return why;
 }
 
+/// A writer asks for ring space: granted now for a room the book knows,
+/// else parked until the room opens (or the sweep gives up on it).
+caf::result<staging_grant> on_ask(self_ptr self, staging_ask& a) {
+  auto& st = self->state;
+  auto writer = caf::actor_cast<transfer_actor>(self->current_sender());
+  if (writer && st.writers.emplace(writer.address(), writer).second)
+    self->monitor(writer);  // forgotten when it goes
+  if (st.book->knows(a.key))
+    return answer(self, a);
+  if (st.figures)
+    st.figures->waited();
+  auto promise = self->make_response_promise<staging_grant>();
+  st.waiting.emplace(a.key, staging_state::parked{a, promise, self->clock().now()});
+  arm_sweep(self);
+  return promise;
+}
+
+/// A room opens for staging: the asks parked for it are answered.
+void on_room(self_ptr self, staging_room& room) {
+  auto& st = self->state;
+  auto key = room.key;
+  st.book->open(std::move(room));
+  auto [first, last] = st.waiting.equal_range(key);
+  for (auto i = first; i != last; ++i) {
+    auto r = st.book->ask(i->second.ask);
+    if (auto* f = std::get_if<failure>(&r))
+      i->second.promise.deliver(to_error(*f));
+    else
+      i->second.promise.deliver(std::get<staging_grant>(r));
+  }
+  st.waiting.erase(first, last);
+}
+
+/// A room closes: asks still parked for it fail, its space is freed.
+caf::result<staging_close> on_close(self_ptr self, staging_close& msg) {
+  auto& st = self->state;
+  auto [first, last] = st.waiting.equal_range(msg.key);
+  for (auto i = first; i != last; ++i)
+    i->second.promise.deliver(
+        make_error(errc::unknown_room, to_string(msg.key) + " closed before it staged"));
+  st.waiting.erase(first, last);
+  if (st.book->close(msg.key))
+    tell_watermark(self);
+  return msg;
+}
+
+/// A staged chunk landed in the ring: scattered into the pool, and the rank
+/// told how that went.
+void on_landed(self_ptr self, chunk_landed& msg) {
+  auto& st = self->state;
+  auto rank = caf::actor_cast<decode_rank_actor>(self->current_sender());
+  auto r = st.book->arrive(msg);
+  if (auto* f = std::get_if<failure>(&r)) {
+    log().warn("{} {}: {}", who(self), to_string(msg.key), to_string(*f));
+    self->send(rank, chunk_scattered{msg, *f});
+    return;
+  }
+  auto why = run_scatter(self, std::get<staging_book::scatter>(r));
+  if (why)
+    log().error("{} {}: {}", who(self), to_string(msg.key), why.cause);
+  self->send(rank, chunk_scattered{msg, why});
+  tell_watermark(self);
+}
+
+/// Asks parked longer than ask_wait fail: their room was never opened here.
+void on_sweep(self_ptr self) {
+  auto& st = self->state;
+  st.sweep_armed = false;
+  auto now = self->clock().now();
+  for (auto i = st.waiting.begin(); i != st.waiting.end();) {
+    if (now - i->second.since < st.cfg.ask_wait) {
+      ++i;
+      continue;
+    }
+    auto& a = i->second.ask;
+    auto why =
+        failure{errc::unknown_room,
+                "staging space asked for " + to_string(a.key) + " by " + to_string(a.writer) +
+                    ", which was not opened for staging on " + to_string(st.cfg.self) + " within " +
+                    std::to_string(st.cfg.ask_wait.count()) + " ms",
+                st.cfg.self};
+    log().warn("{} {}", who(self), why.cause);
+    i->second.promise.deliver(to_error(why));
+    i = st.waiting.erase(i);
+  }
+  arm_sweep(self);
+}
+
 }  // namespace
 
 staging_actor::behavior_type staging(staging_actor::stateful_pointer<staging_state> self,
@@ -118,82 +206,10 @@ staging_actor::behavior_type staging(staging_actor::stateful_pointer<staging_sta
   self->set_down_handler([self](caf::down_msg& m) { self->state.writers.erase(m.source); });
   return guarded<staging_actor::behavior_type>(
       self, on_exception,
-      [self](staging_ask& a) -> caf::result<staging_grant> {
-        auto& st = self->state;
-        auto writer = caf::actor_cast<transfer_actor>(self->current_sender());
-        if (writer && st.writers.emplace(writer.address(), writer).second)
-          self->monitor(writer);  // forgotten when it goes
-        if (st.book->knows(a.key))
-          return answer(self, a);
-        if (st.figures)
-          st.figures->waited();
-        auto promise = self->make_response_promise<staging_grant>();
-        st.waiting.emplace(a.key, staging_state::parked{a, promise, self->clock().now()});
-        arm_sweep(self);
-        return promise;
-      },
-      [self](staging_room& room) {
-        auto& st = self->state;
-        auto key = room.key;
-        st.book->open(std::move(room));
-        auto [first, last] = st.waiting.equal_range(key);
-        for (auto i = first; i != last; ++i) {
-          auto r = st.book->ask(i->second.ask);
-          if (auto* f = std::get_if<failure>(&r))
-            i->second.promise.deliver(to_error(*f));
-          else
-            i->second.promise.deliver(std::get<staging_grant>(r));
-        }
-        st.waiting.erase(first, last);
-      },
-      [self](staging_close& msg) -> caf::result<staging_close> {
-        auto& st = self->state;
-        auto [first, last] = st.waiting.equal_range(msg.key);
-        for (auto i = first; i != last; ++i)
-          i->second.promise.deliver(
-              make_error(errc::unknown_room, to_string(msg.key) + " closed before it staged"));
-        st.waiting.erase(first, last);
-        if (st.book->close(msg.key))
-          tell_watermark(self);
-        return msg;
-      },
-      [self](chunk_landed& msg) {
-        auto& st = self->state;
-        auto rank = caf::actor_cast<decode_rank_actor>(self->current_sender());
-        auto r = st.book->arrive(msg);
-        if (auto* f = std::get_if<failure>(&r)) {
-          log().warn("{} {}: {}", who(self), to_string(msg.key), to_string(*f));
-          self->send(rank, chunk_scattered{msg, *f});
-          return;
-        }
-        auto why = run_scatter(self, std::get<staging_book::scatter>(r));
-        if (why)
-          log().error("{} {}: {}", who(self), to_string(msg.key), why.cause);
-        self->send(rank, chunk_scattered{msg, why});
-        tell_watermark(self);
-      },
-      [self](sweep_atom) {
-        auto& st = self->state;
-        st.sweep_armed = false;
-        auto now = self->clock().now();
-        for (auto i = st.waiting.begin(); i != st.waiting.end();) {
-          if (now - i->second.since < st.cfg.ask_wait) {
-            ++i;
-            continue;
-          }
-          auto& a = i->second.ask;
-          auto why =
-              failure{errc::unknown_room,
-                      "staging space asked for " + to_string(a.key) + " by " + to_string(a.writer) +
-                          ", which was not opened for staging on " + to_string(st.cfg.self) +
-                          " within " + std::to_string(st.cfg.ask_wait.count()) + " ms",
-                      st.cfg.self};
-          log().warn("{} {}", who(self), why.cause);
-          i->second.promise.deliver(to_error(why));
-          i = st.waiting.erase(i);
-        }
-        arm_sweep(self);
-      });
+      [self](staging_ask& a) -> caf::result<staging_grant> { return on_ask(self, a); },
+      [self](staging_room& room) { on_room(self, room); },
+      [self](staging_close& msg) -> caf::result<staging_close> { return on_close(self, msg); },
+      [self](chunk_landed& msg) { on_landed(self, msg); }, [self](sweep_atom) { on_sweep(self); });
 }
 
 }  // namespace kvferry

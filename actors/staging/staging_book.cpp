@@ -33,16 +33,8 @@ std::variant<uint32_t, failure> staging_book::writer_of(const room& r, const ran
                                          to_string(r.spec.key));
 }
 
-std::variant<staging_grant, failure> staging_book::ask(const staging_ask& a) {
-  auto i = rooms_.find(a.key);
-  if (i == rooms_.end())
-    return bad(errc::unknown_room, "staging space asked for " + to_string(a.key) +
-                                       ", which is not open for staging here");
-  auto& r = i->second;
-  auto w = writer_of(r, a.writer, "staging space asked");
-  if (auto* f = std::get_if<failure>(&w))
-    return *f;
-  auto writer = std::get<uint32_t>(w);
+std::optional<failure> staging_book::check_ask(const room& r, uint32_t writer,
+                                               const staging_ask& a) const {
   auto room_pages = r.spec.dst_pages.size();
   if (a.pages == 0 || uint64_t{a.first_page} + a.pages > room_pages)
     return bad(errc::invalid_pages,
@@ -61,6 +53,21 @@ std::variant<staging_grant, failure> staging_book::ask(const staging_ask& a) {
                "staged chunk " + std::to_string(a.chunk) + " of " + to_string(a.key) + " from " +
                    to_string(a.writer) + ": " + bytes_text(a.bytes) + ", expected " +
                    bytes_text(expected) + " for " + std::to_string(a.pages) + " pages");
+  return std::nullopt;
+}
+
+std::variant<staging_grant, failure> staging_book::ask(const staging_ask& a) {
+  auto i = rooms_.find(a.key);
+  if (i == rooms_.end())
+    return bad(errc::unknown_room, "staging space asked for " + to_string(a.key) +
+                                       ", which is not open for staging here");
+  auto& r = i->second;
+  auto w = writer_of(r, a.writer, "staging space asked");
+  if (auto* f = std::get_if<failure>(&w))
+    return *f;
+  auto writer = std::get<uint32_t>(w);
+  if (auto f = check_ask(r, writer, a))
+    return *f;
   auto c = r.chunks.find(a.chunk);
   if (c == r.chunks.end()) {
     chunk_space space;

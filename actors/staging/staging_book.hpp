@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <variant>
 #include <vector>
@@ -79,6 +80,9 @@ class staging_book {
   /// The writer's index in the room, or a failure naming it.
   std::variant<uint32_t, failure> writer_of(const room& r, const rank_ref& writer,
                                             const char* what) const;
+  /// Why writer `writer`'s ask cannot be granted as asked (pages outside the
+  /// room, a byte count its layout does not give), or nullopt.
+  std::optional<failure> check_ask(const room& r, uint32_t writer, const staging_ask& a) const;
 
   kv_layout local_;
   rank_ref self_;

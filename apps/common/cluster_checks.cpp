@@ -136,5 +136,4 @@ void check_ports(reader& r, cluster_spec& c) {
   }
 }
 
-
 }  // namespace kvferry::launch::toml_reading

@@ -219,8 +219,8 @@ failover_result run_failover(const failover_options& o) {
       o.strike_after});
   // ... and not before the decode process saw a room succeed: a fault struck
   // before any room moved would hit none.
-  if (!decode->wait_for_line(
-          [](const std::string& l) { return l.rfind("first success ", 0) == 0; }, 60s)) {
+  if (!decode->wait_for_line([](const std::string& l) { return l.rfind("first success ", 0) == 0; },
+                             60s)) {
     r.error = "the decode process saw no room succeed within 60 s of the first room's time:\n" +
               decode->output();
     return r;
@@ -272,8 +272,7 @@ failover_result run_failover(const failover_options& o) {
     else
       fresh = {second.get()};
     for (auto* p : fresh)
-      if (!p->wait_for_line([](const std::string& l) { return l.rfind("ready ", 0) == 0; },
-                                 120s)) {
+      if (!p->wait_for_line([](const std::string& l) { return l.rfind("ready ", 0) == 0; }, 120s)) {
         r.error = "a restarted process was not ready within 120 s:\n" + p->output();
         return r;
       }

@@ -172,5 +172,4 @@ class reader {
   std::vector<std::string>& errors_;
 };
 
-
 }  // namespace kvferry::launch::toml_reading

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/ctl/prometheus_text.hpp"
 #include "apps/common/cluster_file.hpp"
+#include "apps/ctl/prometheus_text.hpp"
 
 namespace kvferry::ctl {
 

@@ -23,10 +23,10 @@
 #include "actors/base/log.hpp"
 #include "actors/gateway/tls.hpp"
 #include "actors/process/config.hpp"
+#include "apps/common/cluster_file.hpp"
 #include "apps/ctl/cluster_status.hpp"
 #include "apps/ctl/cluster_top.hpp"
 #include "apps/ctl/room_timeline.hpp"
-#include "apps/common/cluster_file.hpp"
 
 namespace {
 

@@ -244,8 +244,8 @@ int run_node(caf::actor_system& sys, const cluster_spec& c, const std::string& n
     }
     if (rc == 0 && per_rank)
       for (auto& i : insts)
-        if (!start_children(c, *n, opts, *status_port, epoch, *i.spec, i.decider_port, children,
-                            p, err)) {
+        if (!start_children(c, *n, opts, *status_port, epoch, *i.spec, i.decider_port, children, p,
+                            err)) {
           rc = 1;
           break;
         }

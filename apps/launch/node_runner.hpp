@@ -56,7 +56,6 @@ struct node_options {
   std::string log_format = "text";  ///< text or json (kvferry::log_format_from)
 };
 
-
 /// Runs node `node` of `c` on `sys` (whose config is a kvferry::config).
 /// With a workload, returns once every room concluded: 0 when every room
 /// succeeded (and, on decode, every byte matched), 1 otherwise, and prints

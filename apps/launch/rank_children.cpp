@@ -83,8 +83,9 @@ bool start_children(const cluster_spec& c, const node_spec& node, const node_opt
       ch.rc = ch.proc->wait(std::chrono::seconds{2});
       relay(ch, p, true);
       ch.done = true;
-      err << c.file << ":" << s.line << ": " << "rank " << name << " of node \"" << node.name
-          << "\" did not come up (" << exit_reason(ch.rc) << ")\n";
+      err << c.file << ":" << s.line << ": "
+          << "rank " << name << " of node \"" << node.name << "\" did not come up ("
+          << exit_reason(ch.rc) << ")\n";
       return false;
     }
   }

@@ -37,8 +37,7 @@ void await_ready(child_process& p, const char* side) {
 process_pair start_pair(std::vector<std::string> prefill_args,
                         std::vector<std::string> decode_args) {
   process_pair out;
-  std::vector<std::string> argv{demo, "--role=prefill", "--bootstrap-port=0",
-                                "--epoch-from-stdin"};
+  std::vector<std::string> argv{demo, "--role=prefill", "--bootstrap-port=0", "--epoch-from-stdin"};
   argv.insert(argv.end(), prefill_args.begin(), prefill_args.end());
   out.prefill = std::make_unique<child_process>(argv);
   auto line = out.prefill->wait_for_line(
@@ -145,15 +144,15 @@ TEST_CASE("two processes: TP and PP mappings move every byte of every rank", "[e
   CHECK(drc == 0);
   CHECK(prc == 0);
   CHECK_THAT(decode->output(), Catch::Contains("16 Success, 0 Failed, 16 verified byte for byte, "
-                                              "0 corrupted, 0 disagreements"));
+                                               "0 corrupted, 0 disagreements"));
   CHECK_THAT(prefill->output(), Catch::Contains("16 Success, 0 Failed, 0 disagreements"));
 }
 
 TEST_CASE("two processes: a page size mismatch is refused at handshake on both sides",
           "[e2e][process]") {
-  auto [prefill, decode] =
-      start_pair({"--rooms=12", "--model=tiny", "--page-size=16", "--kvferry.bootstrap-timeout=20s"},
-                 {"--rooms=12", "--model=tiny", "--page-size=32", "--kvferry.bootstrap-timeout=20s"});
+  auto [prefill, decode] = start_pair(
+      {"--rooms=12", "--model=tiny", "--page-size=16", "--kvferry.bootstrap-timeout=20s"},
+      {"--rooms=12", "--model=tiny", "--page-size=32", "--kvferry.bootstrap-timeout=20s"});
   int drc = decode->wait(60s);
   int prc = prefill->wait(60s);
   INFO("decode output:\n" << decode->output());
