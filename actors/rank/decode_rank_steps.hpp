@@ -1,8 +1,9 @@
-// The steps of the decode rank actor, shared by its files: the room side
-// (decode_rank.cpp: rooms and their sequencing; decode_scheduler.cpp: the
-// scheduler's messages; decode_pages.cpp: giving pages back) and the prefill
-// side (decode_handshake.cpp: finding prefill instances and shaking hands
-// with them; decode_peers.cpp: losing them).
+// The steps of the decode rank actor, shared by its files: a room's life
+// (decode_rooms.cpp: the scheduler's calls, join, requests, chunks, verdict,
+// deadline; decode_pages.cpp: giving pages back) and the prefill side
+// (decode_handshake.cpp: finding prefill instances and shaking hands with
+// them; decode_peers.cpp: losing them); decode_rank.cpp's behaviour
+// dispatches to both.
 // Internal to the actor; nothing else includes it.
 #pragma once
 
@@ -20,7 +21,7 @@ using self_ptr = decode_rank_actor::stateful_pointer<decode_rank_state>;
 /// again after a refusal or a lost contact.
 inline constexpr auto register_retry = std::chrono::seconds{1};
 
-// -- the room side (decode_rank.cpp) -------------------------------------------
+// -- a room's life (decode_rooms.cpp) -------------------------------------------
 
 /// Mirrors the room's state into its published slot and arms its deadline.
 void sync(self_ptr self, decode_room& room);
@@ -51,7 +52,23 @@ void for_rooms_of(self_ptr self, const std::string& key, F f) {
       f(room);
 }
 
-// -- the scheduler's messages (decode_scheduler.cpp) -----------------------------
+// -- the scheduler's messages (decode_rooms.cpp) ---------------------------------
+
+/// The decider of a room (null before it was keyed).
+decider_actor decider_of(self_ptr self, const decode_room& room);
+
+/// Room `id`'s deadline (armed at `epoch`) went off.
+void on_deadline(self_ptr self, uint64_t id, uint64_t epoch);
+
+/// A chunk landed (told by its source rank), or was scattered by the
+/// staging actor; the decider keyed the room; the decider's verdict.
+void on_chunk(self_ptr self, const chunk_landed& msg);
+void on_scattered(self_ptr self, chunk_scattered& msg);
+void on_keyed(self_ptr self, const room_keyed& msg);
+void on_verdict(self_ptr self, const room_verdict& msg);
+
+/// The rank's start: its down handler and its registration with the decider.
+void start_decode_rank(self_ptr self, decode_rank_config cfg);
 
 /// The scheduler opened room `id`, whose prefill instance is at `where`.
 void open_room(self_ptr self, uint64_t id, const bootstrap_locator& where, room_slot_ptr slot);

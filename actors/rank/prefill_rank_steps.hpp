@@ -1,8 +1,8 @@
-// The steps of the prefill rank actor, shared by its two files: the room side
-// (prefill_rank.cpp: rooms, the scheduler, the transfer actor's results) and
-// the peers side (prefill_peers.cpp: decode ranks' registrations, requests and
-// verdicts, losing decode ranks, this instance's bootstrap). Internal to the
-// actor; nothing else includes it.
+// The steps of the prefill rank actor, shared by its files: a room's life
+// (prefill_rooms.cpp: open, requests, init, chunks, written, verdict,
+// deadline) and its peers (prefill_peers.cpp: decode ranks' registrations,
+// the bootstrap, losses); prefill_rank.cpp's behaviour dispatches to both.
+// Internal to the actor; nothing else includes it.
 #pragma once
 
 #include <string>
@@ -14,7 +14,7 @@ namespace kvferry::prefill_steps {
 
 using self_ptr = prefill_rank_actor::stateful_pointer<prefill_rank_state>;
 
-// -- the room side (prefill_rank.cpp) ------------------------------------------
+// -- a room's life (prefill_rooms.cpp) ------------------------------------------
 
 /// An exception escaped a handler: every live room of this rank fails with it.
 failure on_exception(self_ptr self, const std::string& what);
@@ -39,10 +39,20 @@ void report(self_ptr self, prefill_room& room, failure why);
 /// Hands every chunk that can go now to the transfer actor.
 void dispatch(self_ptr self, prefill_room& room);
 
-// -- the peers side (prefill_peers.cpp) ----------------------------------------
+/// The decider of a room (null while no decode rank asked for it).
+decider_actor decider_of(self_ptr self, const prefill_room& room);
 
-/// Registers this rank with its instance's bootstrap (again, on failure).
-void register_with_bootstrap(self_ptr self);
+/// Room `id`'s deadline (armed at `epoch`) went off.
+void on_deadline(self_ptr self, uint64_t id, uint64_t epoch);
+
+/// The scheduler's calls: open, init, a chunk, clear.
+void open_room(self_ptr self, uint64_t id, room_slot_ptr slot);
+caf::result<void> init_room(self_ptr self, const sender_init& msg);
+caf::result<void> send_chunk(self_ptr self, chunk_send& msg);
+caf::result<void> clear_room(self_ptr self, uint64_t id);
+
+/// The transfer actor's result for a chunk: decode hears it landed.
+void on_written(self_ptr self, chunk_result& r);
 
 /// The room opened: the requests and verdict that came first take effect.
 void open_waited(self_ptr self, prefill_room& room, early_arrivals::waiting entry);
@@ -57,14 +67,22 @@ void arm_expiry(self_ptr self, uint64_t id, uint64_t generation);
 /// The expiry timer went off: each wait due expires, the timer is set again.
 void expiries_due(self_ptr self);
 
+/// A decode rank asks for a room; another rank of the instance concluded
+/// one that lost its decider; a decider's verdict.
+void on_request(self_ptr self, room_request& req);
+void on_sibling_concluded(self_ptr self, sibling_concluded& c);
+void on_verdict(self_ptr self, room_verdict& v);
+
+// -- peers (prefill_peers.cpp) -----------------------------------------------
+
+/// Registers this rank with its instance's bootstrap (again, on failure).
+void register_with_bootstrap(self_ptr self);
+
 /// A monitored actor went down: a decider of rooms here, or a decode rank.
 void on_down(self_ptr self, const caf::down_msg& dm);
 
 caf::result<dest_accepted> accept_decode(self_ptr self, dest_registration& reg);
-void on_request(self_ptr self, room_request& req);
 void on_control_endpoint(self_ptr self, control_endpoint& at);
 void on_instance_topology(self_ptr self, topology& topo);
-void on_sibling_concluded(self_ptr self, sibling_concluded& c);
-void on_verdict(self_ptr self, room_verdict& v);
 
 }  // namespace kvferry::prefill_steps

@@ -194,7 +194,7 @@ void check_restart(const failover_result& r, const std::string& survivor,
 // Decode rank tp1 reaches its source (prefill tp1) through the bootstrap's
 // node: when the whole instance dies it gets no down_msg and no rank_left, and
 // learns of the loss only from the verdicts ("contact was lost ..."), on which
-// it looks the instance up again (forget_cut_off_source in decode_rank.cpp).
+// it looks the instance up again (forget_cut_off_source in decode_peers.cpp).
 TEST_CASE(
     "the whole prefill instance killed and restarted: decode fails its rooms then serves "
     "the new incarnation",
