@@ -1,5 +1,8 @@
 #include "apps/bench/suite_rooms.hpp"
 
+#include "apps/bench/peer_lines.hpp"
+#include "apps/bench/process_meters.hpp"
+
 #include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -40,23 +43,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-/// CPU time (user + system) so far, in microseconds: of this whole process
-/// (RUSAGE_SELF) or of the calling thread (RUSAGE_THREAD).
-double cpu_us(int who = RUSAGE_SELF) {
-  rusage u{};
-  ::getrusage(who, &u);
-  auto us = [](const timeval& t) { return t.tv_sec * 1e6 + static_cast<double>(t.tv_usec); };
-  return us(u.ru_utime) + us(u.ru_stime);
-}
-
-/// Resident set of this process now, in bytes.
-double rss_bytes() {
-  std::ifstream statm{"/proc/self/statm"};
-  uint64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE));
-}
 
 /// Bytes of the host pools of `inst`: the scheduler's KV and aux memory,
 /// resident from the start (the pools are zero-filled), not kvferry's state.
@@ -279,16 +265,8 @@ std::string measured_line(uint32_t rep, const side_figures& f) {
   return out.str();
 }
 
-/// The number after "key=" in a line the prefill peer printed.
-double number_in(const std::string& line, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(line, m, std::regex{key + R"(=([0-9.eE+-]+))"}))
-    throw std::runtime_error("rooms-prefill peer's report lacks " + key + ": " + line);
-  return std::stod(m[1]);
-}
-
 side_figures read_measured(const std::string& line) {
-  auto number = [&](const std::string& key) { return number_in(line, key); };
+  auto number = [&](const std::string& key) { return number_after(line, key); };
   return side_figures{number("cpu_us"), number("runtime_cpu_us"), number("messages"),
                       number("rss_peak"), number("rss_growth")};
 }
@@ -327,11 +305,7 @@ struct at_scope_exit {
 
 plan_result run_plan(const plan& p) {
   apps::child_process peer{p.peer_argv()};
-  auto line = peer.wait_for_line([](auto& l) { return l.rfind("ready ", 0) == 0; }, 60s);
-  std::smatch m;
-  if (!line || !std::regex_search(*line, m, std::regex{R"(bootstrap=(\d+))"}))
-    throw std::runtime_error("rooms-prefill peer did not start: " + peer.output());
-  auto port = static_cast<uint16_t>(std::stoul(m[1]));
+  auto port = await_bootstrap_port(peer, "rooms-prefill peer");
   bootstrap_locator where{{}, "127.0.0.1", port};
 
   kvferry::config cfg;
@@ -388,7 +362,7 @@ plan_result run_plan(const plan& p) {
   }
 
   if (auto line = peer.wait_for_line([](auto& l) { return l.rfind("poll ", 0) == 0; }, 60s)) {
-    out.poll = poll_cost{number_in(*line, "poll_ns"), number_in(*line, "load_ns")};
+    out.poll = poll_cost{number_after(*line, "poll_ns"), number_after(*line, "load_ns")};
   }
 
   // Baseline: CAF's request/response round trip between the same processes.

@@ -1,5 +1,7 @@
 #include "apps/bench/suite_tcp.hpp"
 
+#include "apps/bench/peer_lines.hpp"
+
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -203,11 +205,7 @@ room_figures room_latency_run(const args& a, const std::optional<std::string>& t
     argv.push_back("--no-caf-port-guard");
   set_caf_port_guard(guard);  // this side's published ports, as the peer's
   apps::child_process peer{argv};
-  auto line = peer.wait_for_line([](auto& l) { return l.rfind("ready ", 0) == 0; }, 60s);
-  std::smatch m;
-  if (!line || !std::regex_search(*line, m, std::regex{R"(bootstrap=(\d+))"}))
-    throw std::runtime_error("prefill-rooms peer did not start: " + peer.output());
-  auto port = static_cast<uint16_t>(std::stoul(m[1]));
+  auto port = await_bootstrap_port(peer, "prefill-rooms peer");
 
   kvferry::config cfg;
   if (tls_dir)

@@ -1,5 +1,7 @@
 #include "apps/bench/suite_transports.hpp"
 
+#include "apps/bench/peer_lines.hpp"
+
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -477,22 +479,6 @@ figure skipped_peer(const std::string& engine, const std::string& why) {
   f.unit = "GB/s";
   f.notes["skipped"] = why;
   return f;
-}
-
-/// One number of a JSON line the peer script printed (its own fixed shape:
-/// `"key": value`), or nullopt.
-std::optional<double> json_number(const std::string& line, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(line, m, std::regex{"\"" + key + "\": (-?[0-9.eE+-]+)"}))
-    return std::nullopt;
-  return std::stod(m[1]);
-}
-
-std::optional<std::string> json_text(const std::string& line, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(line, m, std::regex{"\"" + key + "\": \"([^\"]*)\""}))
-    return std::nullopt;
-  return m[1].str();
 }
 
 /// Mooncake's transfer engine (tcp) and NIXL (UCX over tcp), each through
