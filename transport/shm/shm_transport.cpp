@@ -5,8 +5,7 @@
 #include <atomic>
 #include <cstdio>
 
-#include "transport/base/fence_table.hpp"
-#include "transport/base/peer_senders.hpp"
+#include "transport/base/socket_backend.hpp"
 #include "transport/shared_memory.hpp"
 #include "transport/shm/shm_device_handles.hpp"
 #include "transport/shm/shm_pins.hpp"
@@ -31,13 +30,10 @@ std::string address_text(const void* p) {
   return buf;
 }
 
-class shm_transport final : public transport {
+class shm_transport final : public socket_backend<shm_sender, shm_receiver> {
  public:
   shm_transport(std::string socket_name, std::shared_ptr<device_copier> device, bool trust)
-      : socket_name_(std::move(socket_name)),
-        device_(std::move(device)),
-        fences_(trust),
-        key_(!trust) {}
+      : socket_backend(trust), socket_name_(std::move(socket_name)), device_(std::move(device)) {}
 
   /// Second step of construction: the receiver refers to the tables.
   status listen() {
@@ -49,11 +45,7 @@ class shm_transport final : public transport {
     return {};
   }
 
-  ~shm_transport() override {
-    // Senders first: they fail their batches through the handler.
-    senders_.clear();
-    receiver_.reset();
-  }
+  ~shm_transport() override { stop_io(); }
 
   std::string_view name() const override { return "shm"; }
 
@@ -88,7 +80,6 @@ class shm_transport final : public transport {
   }
 
   using transport::connect;
-  using transport::open_fence;
 
   result<peer_id> connect(const std::string& endpoint, const std::string& credential) override {
     if (endpoint.rfind(scheme, 0) != 0 || endpoint.size() == scheme.size() ||
@@ -101,26 +92,6 @@ class shm_transport final : public transport {
                                      sender_identity{this->endpoint(), credential, endpoint},
                                      regions_, device_.get(), senders_.relay()));
   }
-
-  status post(peer_id peer, write_batch batch) override {
-    return senders_.post(peer, std::move(batch));
-  }
-
-  void set_completion_handler(completion_handler handler) override {
-    senders_.set_handler(std::move(handler));
-  }
-
-  std::string credential_for(const std::string& sender) const override {
-    return key_.credential_for(sender);
-  }
-
-  void open_fence(uint64_t token, kvferry::transport::grant g) override {
-    fences_.open(token, std::move(g));
-  }
-
-  bool close_fence(uint64_t token) override { return fences_.close(token); }
-
-  void disconnect(const std::string& endpoint) override { receiver_->disconnect(endpoint); }
 
  private:
   /// Device memory is not in a memfd: peers map it by the copier's handle
@@ -145,12 +116,8 @@ class shm_transport final : public transport {
   const std::string socket_name_;
   const std::shared_ptr<device_copier> device_;
   region_table regions_;
-  fence_table fences_;
-  const peer_key key_;
   shm_pins pins_;
   shm_device_handles handles_;
-  std::unique_ptr<shm_receiver> receiver_;
-  peer_senders<shm_sender> senders_;
 };
 
 }  // namespace

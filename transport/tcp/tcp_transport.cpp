@@ -2,8 +2,7 @@
 
 #include <algorithm>
 
-#include "transport/base/fence_table.hpp"
-#include "transport/base/peer_senders.hpp"
+#include "transport/base/socket_backend.hpp"
 #include "transport/tcp/tcp_options.hpp"
 #include "transport/tcp/tcp_receiver.hpp"
 #include "transport/tcp/tcp_sender.hpp"
@@ -15,17 +14,16 @@ namespace {
 /// More connections per peer than this buys nothing and costs threads.
 constexpr uint32_t max_streams = 16;
 
-class tcp_transport final : public transport {
+class tcp_transport final : public socket_backend<tcp_sender, tcp_receiver> {
  public:
   tcp_transport(const options& opts, std::unique_ptr<region_table> regions)
-      : host_(opts.listen_host),
+      : socket_backend(opts.trust_every_peer),
+        host_(opts.listen_host),
         streams_(std::clamp<uint32_t>(opts.backend<tcp_options>().streams, 1, max_streams)),
         tuning_{opts.backend<tcp_options>().socket_buffer,
                 opts.backend<tcp_options>().user_timeout_ms},
         device_(opts.device),
-        regions_(std::move(regions)),
-        fences_(opts.trust_every_peer),
-        key_(!opts.trust_every_peer) {}
+        regions_(std::move(regions)) {}
 
   /// Second step of construction: the receiver refers to regions_.
   status listen(uint16_t port) {
@@ -36,11 +34,7 @@ class tcp_transport final : public transport {
     return {};
   }
 
-  ~tcp_transport() override {
-    // Senders first: they fail their batches through the handler.
-    senders_.clear();
-    receiver_.reset();
-  }
+  ~tcp_transport() override { stop_io(); }
 
   std::string_view name() const override { return "tcp"; }
 
@@ -54,7 +48,6 @@ class tcp_transport final : public transport {
   std::string endpoint() const override { return receiver_->endpoint(); }
 
   using transport::connect;
-  using transport::open_fence;
   using transport::register_region;
 
   result<region_id> register_region(void* base, uint64_t length, memory_kind kind) override {
@@ -77,34 +70,12 @@ class tcp_transport final : public transport {
         *regions_, device_.get(), streams_, tuning_, senders_.relay()));
   }
 
-  status post(peer_id peer, write_batch batch) override {
-    return senders_.post(peer, std::move(batch));
-  }
-
-  void set_completion_handler(completion_handler handler) override {
-    senders_.set_handler(std::move(handler));
-  }
-
-  std::string credential_for(const std::string& sender) const override {
-    return key_.credential_for(sender);
-  }
-
-  void open_fence(uint64_t token, grant g) override { fences_.open(token, std::move(g)); }
-
-  bool close_fence(uint64_t token) override { return fences_.close(token); }
-
-  void disconnect(const std::string& endpoint) override { receiver_->disconnect(endpoint); }
-
  private:
   const std::string host_;
   const uint32_t streams_;
   const socket_tuning tuning_;
   const std::shared_ptr<device_copier> device_;
   std::unique_ptr<region_table> regions_;
-  fence_table fences_;
-  const peer_key key_;
-  std::unique_ptr<tcp_receiver> receiver_;
-  peer_senders<tcp_sender> senders_;
 };
 
 }  // namespace

@@ -4,8 +4,7 @@
 #include <mutex>
 #include <string>
 
-#include "transport/base/fence_table.hpp"
-#include "transport/base/peer_senders.hpp"
+#include "transport/base/socket_backend.hpp"
 #include "transport/verbs/verbs_device.hpp"
 #include "transport/verbs/verbs_options.hpp"
 #include "transport/verbs/verbs_receiver.hpp"
@@ -56,16 +55,15 @@ result<bool> use_windows(const verbs_options& own, const device& dev) {
   return false;
 }
 
-class verbs_transport final : public transport {
+class verbs_transport final : public socket_backend<verbs_sender, verbs_receiver> {
  public:
   verbs_transport(std::shared_ptr<device> dev, std::string host, bool trust, bool windows,
                   window_limits limits)
-      : dev_(std::move(dev)),
+      : socket_backend(trust),
+        dev_(std::move(dev)),
         host_(std::move(host)),
         limits_(limits),
-        regions_(dev_, windows),
-        fences_(trust),
-        key_(!trust) {}
+        regions_(dev_, windows) {}
 
   status listen(uint16_t port) {
     auto r = verbs_receiver::start(dev_, host_, port, regions_, fences_, key_, limits_);
@@ -75,11 +73,7 @@ class verbs_transport final : public transport {
     return {};
   }
 
-  ~verbs_transport() override {
-    // Senders first: they fail their batches through the handler.
-    senders_.clear();
-    receiver_.reset();
-  }
+  ~verbs_transport() override { stop_io(); }
 
   std::string_view name() const override { return "verbs"; }
 
@@ -96,7 +90,6 @@ class verbs_transport final : public transport {
   std::string endpoint() const override { return receiver_->endpoint(); }
 
   using transport::connect;
-  using transport::open_fence;
   using transport::register_region;
 
   /// Device memory is handed to the NIC as it is (GPUDirect RDMA): the
@@ -120,33 +113,11 @@ class verbs_transport final : public transport {
     return senders_.add(std::move(sender).value());
   }
 
-  status post(peer_id peer, write_batch batch) override {
-    return senders_.post(peer, std::move(batch));
-  }
-
-  void set_completion_handler(completion_handler handler) override {
-    senders_.set_handler(std::move(handler));
-  }
-
-  std::string credential_for(const std::string& sender) const override {
-    return key_.credential_for(sender);
-  }
-
-  void open_fence(uint64_t token, grant g) override { fences_.open(token, std::move(g)); }
-
-  bool close_fence(uint64_t token) override { return fences_.close(token); }
-
-  void disconnect(const std::string& endpoint) override { receiver_->disconnect(endpoint); }
-
  private:
   std::shared_ptr<device> dev_;
   const std::string host_;
   const window_limits limits_;
   verbs_regions regions_;
-  fence_table fences_;
-  const peer_key key_;
-  std::unique_ptr<verbs_receiver> receiver_;
-  peer_senders<verbs_sender> senders_;
 };
 
 }  // namespace
