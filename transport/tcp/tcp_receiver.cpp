@@ -32,48 +32,36 @@ result<std::unique_ptr<tcp_receiver>> tcp_receiver::start(const std::string& hos
                                                           const region_table& regions,
                                                           fence_table& fences, const peer_key& key,
                                                           std::shared_ptr<device_copier> device) {
-  auto listening = listen_on(host, port, tuning.buffer_bytes);
-  if (!listening.ok())
-    return listening.error();
-  auto [fd, bound] = std::move(listening).value();
-  return std::unique_ptr<tcp_receiver>{new tcp_receiver(
-      std::move(fd), host, bound, regions, fences, key, std::move(device), tuning.user_timeout_ms)};
+  auto acceptor = tcp_acceptor::listen("tcp", host, port, tuning.buffer_bytes);
+  if (!acceptor.ok())
+    return acceptor.error();
+  return std::unique_ptr<tcp_receiver>{new tcp_receiver(std::move(acceptor).value(), regions,
+                                                        fences, key, std::move(device),
+                                                        tuning.user_timeout_ms)};
 }
 
-tcp_receiver::tcp_receiver(socket_fd listener, const std::string& host, uint16_t port,
-                           const region_table& regions, fence_table& fences, const peer_key& key,
+tcp_receiver::tcp_receiver(std::unique_ptr<tcp_acceptor> acceptor, const region_table& regions,
+                           fence_table& fences, const peer_key& key,
                            std::shared_ptr<device_copier> device, int user_timeout_ms)
     : regions_(regions),
       fences_(fences),
       key_(key),
       device_(std::move(device)),
       user_timeout_ms_(user_timeout_ms),
-      listener_(std::move(listener)),
-      port_(port),
-      endpoint_(format_endpoint("tcp", host, port)) {
-  acceptor_ = std::thread{[this] { accept_loop(); }};
+      acceptor_(std::move(acceptor)) {
+  acceptor_->serve([this](connection& c) { serve(c); });
 }
 
+// The connections end before the members their threads use.
 tcp_receiver::~tcp_receiver() {
-  stopping_ = true;
-  listener_.shutdown();
-  acceptor_.join();
-  conns_.stop();
-}
-
-void tcp_receiver::accept_loop() {
-  conns_.accept_tcp(listener_.get(), stopping_, [this](connection& c) { serve(c); });
-}
-
-void tcp_receiver::disconnect(const std::string& endpoint) {
-  conns_.disconnect(endpoint, [](connection& c) { c.fd.shutdown(); });
+  acceptor_->stop();
 }
 
 void tcp_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
   set_user_timeout(fd, user_timeout_ms_);
   hello h;
-  if (!conns_.greet(conn, h, max_name, key_, endpoint_))
+  if (!acceptor_->connections().greet(conn, h, max_name, key_, endpoint()))
     return;
   const std::string sender = conn.sender;  // set by greet(), fixed from now on
   std::vector<op_header> ops;

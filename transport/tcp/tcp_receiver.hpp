@@ -8,16 +8,13 @@
 // stream of a peer.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 
-#include "transport/base/connection_threads.hpp"
 #include "transport/base/fence_table.hpp"
 #include "transport/base/peer_auth.hpp"
-#include "transport/base/posix_socket.hpp"
 #include "transport/base/region_table.hpp"
+#include "transport/base/tcp_acceptor.hpp"
 
 namespace kvferry::transport::tcp {
 
@@ -39,22 +36,21 @@ class tcp_receiver {
   /// Closes the listener and every connection, and joins their threads.
   ~tcp_receiver();
 
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return acceptor_->port(); }
 
   /// "tcp://host:port" (an IPv6 host in brackets): where senders connect.
-  const std::string& endpoint() const { return endpoint_; }
+  const std::string& endpoint() const { return acceptor_->endpoint(); }
 
   /// Closes every connection from the sender named `endpoint`.
-  void disconnect(const std::string& endpoint);
+  void disconnect(const std::string& endpoint) { acceptor_->disconnect(endpoint); }
 
  private:
-  using connection = connection_threads::connection;
+  using connection = tcp_acceptor::connection;
 
-  tcp_receiver(socket_fd listener, const std::string& host, uint16_t port,
-               const region_table& regions, fence_table& fences, const peer_key& key,
-               std::shared_ptr<device_copier> device, int user_timeout_ms);
+  tcp_receiver(std::unique_ptr<tcp_acceptor> acceptor, const region_table& regions,
+               fence_table& fences, const peer_key& key, std::shared_ptr<device_copier> device,
+               int user_timeout_ms);
 
-  void accept_loop();
   void serve(connection& conn);
 
   const region_table& regions_;
@@ -62,12 +58,7 @@ class tcp_receiver {
   const peer_key& key_;
   const std::shared_ptr<device_copier> device_;
   const int user_timeout_ms_;
-  socket_fd listener_;
-  uint16_t port_;
-  std::string endpoint_;
-  std::atomic<bool> stopping_{false};
-  connection_threads conns_;
-  std::thread acceptor_;
+  const std::unique_ptr<tcp_acceptor> acceptor_;
 };
 
 }  // namespace kvferry::transport::tcp

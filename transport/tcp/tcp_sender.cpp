@@ -39,12 +39,11 @@ tcp_stream::~tcp_stream() {
     stopping_ = true;
     queued.swap(queue_);
     in_flight.swap(in_flight_);
-    fd_.shutdown();
+    link_.shut();
   }
   cv_.notify_all();
   writer_.join();
-  if (reader_.joinable())
-    reader_.join();
+  link_.join_reader();
   auto why = status::shut_down(label_ + ": transport closed");
   for (auto& s : in_flight)
     done_(s.s, why);
@@ -64,13 +63,10 @@ bool tcp_stream::push(stripe& s) {
 bool tcp_stream::ensure_connected(stripe& first) {
   {
     std::lock_guard guard{mu_};
-    if (connected_)
+    if (link_.up())
       return true;
   }
-  // The previous connection's reader has ended (drop() ran); join it before
-  // its socket is replaced.
-  if (reader_.joinable())
-    reader_.join();
+  link_.join_reader();  // the previous connection's (drop() ran)
   auto fd = connect_to(where_, connect_timeout_ms, tuning_.buffer_bytes);
   status st;
   if (fd.ok()) {
@@ -80,15 +76,8 @@ bool tcp_stream::ensure_connected(stripe& first) {
     st = fd.error();
   }
   if (!st.ok()) {
-    auto why = status::connect_failed(label_ + ": " + st.message());
-    std::deque<stripe> queued;
-    {
-      std::lock_guard guard{mu_};
-      queued.swap(queue_);
-    }
-    done_(first, why);
-    for (auto& s : queued)
-      done_(s, why);
+    fail_first_and_queued(mu_, queue_, first, status::connect_failed(label_ + ": " + st.message()),
+                          done_);
     return false;
   }
   std::unique_lock guard{mu_};
@@ -97,10 +86,7 @@ bool tcp_stream::ensure_connected(stripe& first) {
     done_(first, status::shut_down(label_ + ": transport closed"));
     return false;
   }
-  fd_ = std::move(fd).value();
-  connected_ = true;
-  auto gen = ++generation_;
-  reader_ = std::thread{[this, raw = fd_.get(), gen] { reader_loop(raw, gen); }};
+  link_.install(std::move(fd).value(), [this](int raw, uint64_t gen) { reader_loop(raw, gen); });
   return true;
 }
 
@@ -157,13 +143,13 @@ void tcp_stream::writer_loop() {
         done_(s, status::shut_down(label_ + ": transport closed"));
         return;
       }
-      if (!connected_) {
+      if (!link_.up()) {
         // The connection dropped since ensure_connected(): retry this stripe first.
         queue_.push_front(std::move(s));
         continue;
       }
-      gen = generation_;
-      fd = fd_.get();
+      gen = link_.generation();
+      fd = link_.fd();
       which = {s.seq, s.index};
       in_flight_.push_back(sent{std::move(s), gen});
     }
@@ -245,10 +231,7 @@ void tcp_stream::drop(uint64_t generation, const status& why) {
   std::vector<stripe> lost;
   {
     std::lock_guard guard{mu_};
-    if (generation == generation_ && connected_) {
-      connected_ = false;
-      fd_.shutdown();
-    }
+    link_.lose(generation);
     for (auto i = in_flight_.begin(); i != in_flight_.end();) {
       if (i->generation == generation) {
         lost.push_back(std::move(i->s));

@@ -34,6 +34,7 @@
 
 #include "transport/base/posix_socket.hpp"
 #include "transport/base/region_table.hpp"
+#include "transport/base/sender_link.hpp"
 #include "transport/base/wire_hello.hpp"
 #include "transport/write_op.hpp"
 
@@ -97,11 +98,8 @@ class tcp_stream {
     uint64_t generation;
   };
   std::deque<sent> in_flight_;
-  socket_fd fd_;
-  uint64_t generation_ = 0;
-  bool connected_ = false;
+  sender_link link_;
   bool stopping_ = false;
-  std::thread reader_;
   std::thread writer_;
 };
 

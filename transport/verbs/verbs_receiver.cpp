@@ -37,47 +37,34 @@ struct cq_deleter {
 result<std::unique_ptr<verbs_receiver>> verbs_receiver::start(
     std::shared_ptr<device> dev, const std::string& host, uint16_t port, verbs_regions& regions,
     fence_table& fences, const peer_key& key, window_limits limits) {
-  auto listening = listen_on(host, port);
-  if (!listening.ok())
-    return listening.error();
-  auto [fd, bound] = std::move(listening).value();
-  return std::unique_ptr<verbs_receiver>{
-      new verbs_receiver(std::move(dev), std::move(fd), host, bound, regions, fences, key, limits)};
+  auto acceptor = tcp_acceptor::listen("verbs", host, port);
+  if (!acceptor.ok())
+    return acceptor.error();
+  return std::unique_ptr<verbs_receiver>{new verbs_receiver(
+      std::move(dev), std::move(acceptor).value(), regions, fences, key, limits)};
 }
 
-verbs_receiver::verbs_receiver(std::shared_ptr<device> dev, socket_fd listener,
-                               const std::string& host, uint16_t port, verbs_regions& regions,
-                               fence_table& fences, const peer_key& key, window_limits limits)
+verbs_receiver::verbs_receiver(std::shared_ptr<device> dev, std::unique_ptr<tcp_acceptor> acceptor,
+                               verbs_regions& regions, fence_table& fences, const peer_key& key,
+                               window_limits limits)
     : dev_(std::move(dev)),
       regions_(regions),
       fences_(fences),
       key_(key),
       limits_(limits),
-      listener_(std::move(listener)),
-      port_(port),
-      endpoint_(format_endpoint("verbs", host, port)) {
-  acceptor_ = std::thread{[this] { accept_loop(); }};
+      acceptor_(std::move(acceptor)) {
+  acceptor_->serve([this](connection& c) { serve(c); });
 }
 
+// The connections (their queue pairs too) end before the device they use.
 verbs_receiver::~verbs_receiver() {
-  stopping_ = true;
-  listener_.shutdown();
-  acceptor_.join();
-  conns_.stop();
-}
-
-void verbs_receiver::accept_loop() {
-  conns_.accept_tcp(listener_.get(), stopping_, [this](connection& c) { serve(c); });
-}
-
-void verbs_receiver::disconnect(const std::string& endpoint) {
-  conns_.disconnect(endpoint, [](connection& c) { c.fd.shutdown(); });
+  acceptor_->stop();
 }
 
 void verbs_receiver::serve(connection& conn) {
   int fd = conn.fd.get();
   hello h;
-  if (!conns_.greet(conn, h, max_name, key_, endpoint_))
+  if (!acceptor_->connections().greet(conn, h, max_name, key_, endpoint()))
     return;
   const std::string sender = conn.sender;  // set by greet(), fixed from now on
   const bool windows = regions_.windows();

@@ -10,15 +10,12 @@
 // them lands later.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 
-#include "transport/base/connection_threads.hpp"
 #include "transport/base/fence_table.hpp"
 #include "transport/base/peer_auth.hpp"
-#include "transport/base/posix_socket.hpp"
+#include "transport/base/tcp_acceptor.hpp"
 #include "transport/verbs/verbs_device.hpp"
 #include "transport/verbs/verbs_regions.hpp"
 
@@ -50,22 +47,21 @@ class verbs_receiver {
   /// Closes the listener and every connection (their queue pairs too).
   ~verbs_receiver();
 
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return acceptor_->port(); }
 
   /// "verbs://host:port": where senders connect.
-  const std::string& endpoint() const { return endpoint_; }
+  const std::string& endpoint() const { return acceptor_->endpoint(); }
 
   /// Closes every connection from the sender named `endpoint`.
-  void disconnect(const std::string& endpoint);
+  void disconnect(const std::string& endpoint) { acceptor_->disconnect(endpoint); }
 
  private:
-  using connection = connection_threads::connection;
+  using connection = tcp_acceptor::connection;
 
-  verbs_receiver(std::shared_ptr<device> dev, socket_fd listener, const std::string& host,
-                 uint16_t port, verbs_regions& regions, fence_table& fences, const peer_key& key,
+  verbs_receiver(std::shared_ptr<device> dev, std::unique_ptr<tcp_acceptor> acceptor,
+                 verbs_regions& regions, fence_table& fences, const peer_key& key,
                  window_limits limits);
 
-  void accept_loop();
   void serve(connection& conn);
 
   std::shared_ptr<device> dev_;
@@ -73,12 +69,7 @@ class verbs_receiver {
   fence_table& fences_;
   const peer_key& key_;
   const window_limits limits_;
-  socket_fd listener_;
-  uint16_t port_;
-  std::string endpoint_;
-  std::atomic<bool> stopping_{false};
-  connection_threads conns_;
-  std::thread acceptor_;
+  const std::unique_ptr<tcp_acceptor> acceptor_;
 };
 
 }  // namespace kvferry::transport::verbs

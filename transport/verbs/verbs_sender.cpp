@@ -85,7 +85,7 @@ verbs_sender::~verbs_sender() {
     std::lock_guard guard{mu_};
     stopping_ = true;
     queued.swap(queue_);
-    fd_.shutdown();
+    link_.shut();
     if (qp_)
       break_qp(*qp_);
   }
@@ -95,8 +95,7 @@ verbs_sender::~verbs_sender() {
     // An eventfd at 0 cannot be full.
   }
   worker_.join();
-  if (reader_.joinable())
-    reader_.join();
+  link_.join_reader();
   completer_.join();
   auto why = status::shut_down(peer() + ": transport closed");
   for (auto& b : queued)
@@ -149,13 +148,12 @@ status verbs_sender::handshake(int fd) {
 bool verbs_sender::ensure_connected(write_batch& first) {
   {
     std::lock_guard guard{mu_};
-    if (connected_)
+    if (link_.up())
       return true;
   }
-  // The previous connection's reader has ended (drop() ran); join it before
+  // The previous connection's reader has ended (drop() ran); joined before
   // its socket and queue pair are replaced.
-  if (reader_.joinable())
-    reader_.join();
+  link_.join_reader();
   status st;
   auto fd = connect_to(where_, connect_timeout_ms);
   if (fd.ok()) {
@@ -175,15 +173,8 @@ bool verbs_sender::ensure_connected(write_batch& first) {
     st = fd.error();
   }
   if (!st.ok()) {
-    auto why = status::connect_failed(peer() + ": " + st.message());
-    std::deque<write_batch> queued;
-    {
-      std::lock_guard guard{mu_};
-      queued.swap(queue_);
-    }
-    fail(first.cookie, why);
-    for (auto& b : queued)
-      fail(b.cookie, why);
+    fail_first_and_queued(mu_, queue_, first, status::connect_failed(peer() + ": " + st.message()),
+                          [this](const write_batch& b, const status& why) { fail(b.cookie, why); });
     return false;
   }
   std::scoped_lock guard{write_mu_, mu_};
@@ -191,10 +182,7 @@ bool verbs_sender::ensure_connected(write_batch& first) {
     fail(first.cookie, status::shut_down(peer() + ": transport closed"));
     return false;
   }
-  fd_ = std::move(fd).value();
-  connected_ = true;
-  auto gen = ++generation_;
-  reader_ = std::thread{[this, raw = fd_.get(), gen] { reader_loop(raw, gen); }};
+  link_.install(std::move(fd).value(), [this](int raw, uint64_t gen) { reader_loop(raw, gen); });
   return true;
 }
 
@@ -212,9 +200,9 @@ status verbs_sender::send_frame(uint32_t magic, uint64_t seq, uint64_t fence,
   int fd;
   {
     std::lock_guard state{mu_};
-    if (!connected_)
+    if (!link_.up())
       return status::connection_lost("the side channel was closed");
-    fd = fd_.get();
+    fd = link_.fd();
   }
   return write_all(fd, iov);
 }
@@ -265,14 +253,14 @@ void verbs_sender::worker_loop() {
     uint64_t seq, gen, fence = batch.fence;
     {
       std::lock_guard guard{mu_};
-      if (!connected_) {
+      if (!link_.up()) {
         // The connection dropped since ensure_connected(): retry this batch first.
         local_.unpin(p.pinned);
         queue_.push_front(std::move(batch));
         continue;
       }
       seq = next_seq_++;
-      gen = generation_;
+      gen = link_.generation();
       p.generation = gen;
       p.batch = std::move(batch);
       pending_.emplace(seq, std::move(p));
@@ -358,10 +346,9 @@ verbs_sender::posted verbs_sender::write(std::unique_lock<std::mutex>& held, uin
   }
   for (size_t first = 0; first < wrs.size();) {
     auto n = static_cast<uint32_t>(std::min<size_t>(chunk, wrs.size() - first));
-    cv_.wait(held, [&] {
-      return stopping_ || generation_ != generation || !connected_ || sq_used_ + n <= depth_;
-    });
-    if (stopping_ || generation_ != generation || !connected_ || pending_.count(seq) == 0)
+    cv_.wait(held,
+             [&] { return stopping_ || !link_.current(generation) || sq_used_ + n <= depth_; });
+    if (stopping_ || !link_.current(generation) || pending_.count(seq) == 0)
       return posted::all;  // dropped: the batch has failed already
     for (uint32_t k = 0; k < n; ++k) {
       auto& wr = wrs[first + k];
@@ -389,13 +376,9 @@ void verbs_sender::drop(uint64_t generation, const status& why) {
   std::vector<pending> lost;
   {
     std::lock_guard guard{mu_};
-    if (generation == generation_ && connected_) {
-      connected_ = false;
-      fd_.shutdown();
-      // Nothing more goes out through it; its outstanding requests flush.
-      if (qp_)
-        break_qp(*qp_);
-    }
+    // Nothing more goes out through it; its outstanding requests flush.
+    if (link_.lose(generation) && qp_)
+      break_qp(*qp_);
     for (auto i = pending_.begin(); i != pending_.end();) {
       if (i->second.generation == generation) {
         lost.push_back(std::move(i->second));

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "transport/base/posix_socket.hpp"
+#include "transport/base/sender_link.hpp"
 #include "transport/base/wire_hello.hpp"
 #include "transport/verbs/verbs_device.hpp"
 #include "transport/verbs/verbs_qp.hpp"
@@ -104,14 +105,11 @@ class verbs_sender {
   std::deque<write_batch> queue_;
   std::map<uint64_t, pending> pending_;  // by seq
   uint64_t next_seq_ = 1;
-  socket_fd fd_;
+  sender_link link_;  // the side channel
   qp_ptr qp_;
   qp_info local_qp_{};
-  uint64_t generation_ = 0;
-  bool connected_ = false;
   bool stopping_ = false;
   uint32_t sq_used_ = 0;  // WRs on the current queue pair not yet completed
-  std::thread reader_;
   std::thread worker_;
   std::thread completer_;
 };

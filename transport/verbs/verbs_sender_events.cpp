@@ -140,7 +140,7 @@ void verbs_sender::completion_loop() {
           std::lock_guard guard{mu_};
           auto i = pending_.find(wc.wr_id);
           // Flushed requests of a queue pair already replaced: their batches failed.
-          if (i == pending_.end() || i->second.generation != generation_)
+          if (i == pending_.end() || i->second.generation != link_.generation())
             continue;
           auto& p = i->second;
           gen = p.generation;
