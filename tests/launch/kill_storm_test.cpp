@@ -168,6 +168,13 @@ TEST_CASE(
   int rc = run.wait(std::chrono::seconds{seconds + 270});
   auto out = run.output();
   std::ofstream{"/tmp/kvferry-storm-last.log"} << out;  // the whole run, for a look afterwards
+  if (rc < 0 || out.find("killed (timeout)") != std::string::npos) {
+    // A run that did not end by itself is kept apart: the next run does not
+    // overwrite it (a flake hunt runs the storm again and again).
+    auto kept = "/tmp/kvferry-storm-hung-" + std::to_string(::getpid()) + ".log";
+    std::ofstream{kept} << out;
+    UNSCOPED_INFO("the whole run is in " << kept);
+  }
   INFO("faults: " << faults << " in " << seconds << " s");
   for (auto& d : done)
     INFO(d);
