@@ -223,8 +223,13 @@ up() {
     ip -n "$prefix-hub" link set "${prefix}${k}h" up
     echo "$name $ns $host" >> "$state/nodes"
   done <<< "$list"
-  # One clock origin for a paced workload, a moment ahead.
-  local epoch=$(( $(date +%s%N) + 1000000000 ))
+  # One clock origin for a paced workload, far enough ahead that every node's
+  # ranks are up before the first room (NETNS_EPOCH_LEAD_S, default 8 s: with
+  # 1 s, a loaded machine's prefill scheduler opened the first rooms after
+  # their 3 s deadline, seen in the flake hunt of issue 30).
+  local lead=${NETNS_EPOCH_LEAD_S:-8}
+  [[ $lead =~ ^[0-9]+$ ]] || die "NETNS_EPOCH_LEAD_S is '$lead'; expected whole seconds"
+  local epoch=$(( $(date +%s%N) + lead * 1000000000 ))
   while read -r name ns host; do
     ip netns exec "$ns" "$launch" --cluster="$file" --node="$name" --epoch-ns="$epoch" \
       "${extra[@]}" > "$state/$name.log" 2>&1 &

@@ -117,7 +117,8 @@ note "model: $MODEL_DIR/config.json (4 layers, 8 heads, 4 KV heads, dummy weight
 
 # -- the servers' command lines ----------------------------------------------
 common=(--model-path "$MODEL_DIR" --load-format dummy --skip-tokenizer-init --host 127.0.0.1
-  --tp-size "$TP" --random-seed 31 --disable-cuda-graph --mem-fraction-static 0.3)
+  --tp-size "$TP" --random-seed 31 --cuda-graph-backend-decode=disabled
+  --cuda-graph-backend-prefill=disabled --mem-fraction-static 0.3)
 if [ "$DP" -gt 1 ]; then common+=(--dp-size "$DP" --enable-dp-attention); fi
 decode_gpu=0
 if [ "$GPUS" -ge $((2 * TP)) ]; then decode_gpu=$TP; fi
@@ -146,7 +147,7 @@ for argv in (sys.argv[1:cut], sys.argv[cut + 1:]):
     assert manager.__module__ == "kvferry.sglang", manager
 PY
   fail "SGLang's parser or plugin loading (see $OUT/args.log)"
-note "command lines parse; SGLang resolves kvferry's classes: $(tr '\n' ';' <"$OUT/args.log")"
+note "command lines parse; SGLang resolves kvferry's classes: $(grep -E '^(prefill|decode): ' "$OUT/args.log" | tr '\n' ';')"
 if [ "$CHECK_ONLY" = 1 ]; then
   note "CHECK_ONLY: stopping before the first server"
   exit 0
