@@ -24,8 +24,13 @@ class sender_link {
   sender_link() = default;
   sender_link(const sender_link&) = delete;
   sender_link& operator=(const sender_link&) = delete;
-  /// The owner stops the link (shut(), then join_reader()) before it goes.
-  ~sender_link() { join_reader(); }
+  /// The owner stops the link (shut(), then join_reader()) where its own stop
+  /// order needs it; a link that goes without that still wakes its reader
+  /// first, so it never waits on a reader blocked in a read.
+  ~sender_link() {
+    shut();
+    join_reader();
+  }
 
   bool up() const { return up_; }
   uint64_t generation() const { return generation_; }
