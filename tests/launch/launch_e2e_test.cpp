@@ -31,12 +31,15 @@
 #include "apps/common/child_process.hpp"
 #include "apps/launch/status_actor.hpp"
 #include "messages/type_ids.hpp"
+#include "tests/support/free_port.hpp"
 #include "tests/support/workload_report.hpp"
 
 using namespace kvferry::apps;
 using namespace std::chrono_literals;
 
 namespace {
+
+using kvferry::test::free_port;
 
 const std::string launcher = KVFERRY_LAUNCH_PATH;
 const std::string ctl = KVFERRY_CTL_PATH;
@@ -58,12 +61,6 @@ struct listener {
   }
   ~listener() { ::close(fd); }
 };
-
-/// A port nothing listens on right now.
-uint16_t free_port() {
-  listener l;
-  return l.port;
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in{path};
