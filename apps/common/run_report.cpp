@@ -55,4 +55,38 @@ std::string run_report::to_text(const std::string& side) const {
   return os.str();
 }
 
+run_report merged(const std::vector<run_report>& parts) {
+  run_report out;
+  out.ranks = 0;
+  for (auto& p : parts) {
+    out.rooms += p.rooms;
+    out.ranks += p.ranks;
+    out.success += p.success;
+    out.failed += p.failed;
+    out.verified += p.verified;
+    out.corrupted += p.corrupted;
+    out.disagreements += p.disagreements;
+    out.bytes += p.bytes;
+    out.seconds = std::max(out.seconds, p.seconds);
+    for (auto& [state, n] : p.states_seen)
+      out.states_seen[state] += n;
+    for (auto& [code, n] : p.failures)
+      out.failures[code] += n;
+    for (auto& e : p.first_errors)
+      if (out.first_errors.size() < 5)
+        out.first_errors.push_back(e);
+    out.latencies_us.insert(out.latencies_us.end(), p.latencies_us.begin(), p.latencies_us.end());
+    out.skipped += p.skipped;
+    out.opened += p.opened;
+    out.rerouted += p.rerouted;
+    out.served_for_others += p.served_for_others;
+    for (auto& [state, n] : p.now)
+      out.now[state] += n;
+    out.side_prefill = p.side_prefill;
+  }
+  if (parts.empty())
+    out.ranks = 1;
+  return out;
+}
+
 }  // namespace kvferry::apps

@@ -139,6 +139,11 @@ struct run_report {
   std::string to_text(const std::string& side) const;
 };
 
+/// One report for several drivers of a side (DP groups, say): counts, bytes,
+/// states and latencies summed, the longest time, the first errors (up to 5).
+/// Conclusions are not carried: their rank indices are each driver's own.
+run_report merged(const std::vector<run_report>& parts);
+
 /// Runs the prefill side of the workload; returns when every room concluded.
 run_report drive_prefill(const instance_ranks& inst, const workload& w);
 

@@ -10,6 +10,9 @@
 // --role=prefill / --role=decode split the job over two processes:
 //   kvferry-demo --role=prefill            (prints the bootstrap port)
 //   kvferry-demo --role=decode --bootstrap-port=PORT
+// --prefill-dp/--decode-dp split each instance into DP attention groups (each
+// of tp / dp ranks with its own pool, bootstrap or decider; a room goes to
+// prefill group room % prefill-dp and decode group room % decode-dp).
 // --ranks=1 hosts one rank of its role only (one process per rank, as a GPU
 // server runs them; --join-bootstrap for the prefill processes that join
 // another's bootstrap), --epoch-ns/--interval-us pace the requests on a
@@ -35,6 +38,7 @@
 #include "actors/decision/decider_actor.hpp"
 #include "actors/facade/runtime.hpp"
 #include "actors/gateway/tls.hpp"
+#include "actors/plan/dp_groups.hpp"
 #include "actors/process/config.hpp"
 #include "apps/common/host_pool.hpp"
 #include "apps/common/hosted_ranks.hpp"
@@ -56,6 +60,8 @@ struct demo_config : kvferry::config {
   uint32_t prefill_pp = 1;
   uint32_t decode_tp = 1;
   uint32_t decode_pp = 1;
+  uint32_t prefill_dp = 1;
+  uint32_t decode_dp = 1;
   uint32_t page_size = 16;
   uint32_t pool_pages = 128;
   uint32_t aux_rows = 64;
@@ -91,6 +97,11 @@ struct demo_config : kvferry::config {
         .add(prefill_pp, "prefill-pp", "PP stages of the prefill instance")
         .add(decode_tp, "decode-tp", "TP ranks of the decode instance")
         .add(decode_pp, "decode-pp", "PP stages of the decode instance (1 or prefill's)")
+        .add(prefill_dp, "prefill-dp",
+             "DP attention groups of the prefill instance (each of prefill-tp / prefill-dp "
+             "ranks; a room goes to group room % prefill-dp)")
+        .add(decode_dp, "decode-dp",
+             "DP attention groups of the decode instance (a room goes to group room % decode-dp)")
         .add(page_size, "page-size", "tokens per KV page")
         .add(pool_pages, "pool-pages", "pages per KV buffer in each rank's pool")
         .add(aux_rows, "aux-rows", "aux rows per rank")
@@ -202,13 +213,14 @@ std::optional<std::set<uint32_t>> ranks_to_host(const demo_config& cfg, uint32_t
 
 /// Starts the ranks of an instance this process hosts.
 caf::expected<hosted_ranks> start_instance(caf::actor_system& sys, const demo_config& cfg,
-                                           role side, const model_shape& shape, uint32_t tp,
-                                           uint32_t pp, const std::set<uint32_t>& hosted,
+                                           role side, const std::string& name,
+                                           const model_shape& shape, uint32_t tp, uint32_t pp,
+                                           const std::set<uint32_t>& hosted,
                                            const bootstrap_locator& boot,
                                            const decider_locator& dec) {
   ranks_spec spec;
   spec.side = side;
-  spec.instance = side == role::prefill ? "prefill-0" : "decode-0";
+  spec.instance = name;
   spec.tp = tp;
   spec.pp = pp;
   spec.hosted = hosted;
@@ -227,9 +239,8 @@ caf::expected<hosted_ranks> start_instance(caf::actor_system& sys, const demo_co
   return start_ranks(sys, spec);
 }
 
-void print(const run_report& r, const std::string& side, const demo_config& cfg,
-           const model_shape& shape, const hosted_ranks& inst) {
-  std::cout << r.to_text(side) << "\n";
+/// The conclusions `r` recorded (--print-conclusions), a line each.
+void print_conclusions(const run_report& r, const std::string& side, const hosted_ranks& inst) {
   for (auto& c : r.conclusions) {
     std::cout << "conclusion " << to_string(inst.ranks[c.rank]->rank()) << " room " << c.room << " "
               << to_string(c.state) << " " << c.at_ns << " " << (c.why.empty() ? "-" : c.why)
@@ -239,6 +250,12 @@ void print(const run_report& r, const std::string& side, const demo_config& cfg,
     if (c.rank == 0)
       std::cout << "opened " << side << " room " << c.room << " " << c.opened_ns << "\n";
   }
+}
+
+/// A side's report in words (and JSON with --json).
+void print(const run_report& r, const std::string& side, const demo_config& cfg,
+           const model_shape& shape) {
+  std::cout << r.to_text(side) << "\n";
   if (cfg.json)
     std::printf(
         "{\"side\":\"%s\",\"model\":\"%s\",\"page_size\":%u,\"ranks\":%u,\"rooms\":%u,"
@@ -250,18 +267,141 @@ void print(const run_report& r, const std::string& side, const demo_config& cfg,
   std::cout.flush();
 }
 
-/// Spawns the prefill instance's bootstrap and publishes it on loopback.
+/// Spawns the bootstrap of prefill instance (or DP group) `name` and
+/// publishes it on loopback, on `port` (0: any free one).
 std::optional<std::pair<bootstrap_actor, uint16_t>> publish_bootstrap(caf::actor_system& sys,
-                                                                      const demo_config& cfg) {
-  auto boot = sys.spawn(bootstrap, std::string{"prefill-0"}, fresh_generation());
-  auto port = publish_actor(sys, boot, cfg.bootstrap_port, cfg.host);
-  if (!port) {
-    std::cerr << "kvferry-demo: cannot publish the bootstrap on " << cfg.host << ":"
-              << cfg.bootstrap_port << ": " << sys.render(port.error()) << "\n";
+                                                                      const demo_config& cfg,
+                                                                      const std::string& name,
+                                                                      uint16_t port) {
+  auto boot = sys.spawn(bootstrap, name, fresh_generation());
+  auto bound = publish_actor(sys, boot, port, cfg.host);
+  if (!bound) {
+    std::cerr << "kvferry-demo: cannot publish the bootstrap of " << name << " on " << cfg.host
+              << ":" << port << ": " << sys.render(bound.error()) << "\n";
     caf::anon_send_exit(boot, caf::exit_reason::kill);
     return std::nullopt;
   }
-  return std::make_pair(boot, *port);
+  return std::make_pair(boot, *bound);
+}
+
+/// The rooms of `w` that DP group `group` of `dp` takes (all of them for one
+/// group): prefill by SGLang's resolution (room % dp, the router giving no
+/// prefill_dp_rank), decode as the demo's router spreads them (room % dp).
+workload share_of(workload w, uint32_t group, uint32_t dp, bool prefill) {
+  if (dp <= 1)
+    return w;
+  std::vector<uint64_t> ids;
+  for (uint32_t i = 0; i < w.count(); ++i) {
+    auto room = w.room_id(i);
+    auto g =
+        prefill ? prefill_dp_group(room, dp, std::nullopt).group : static_cast<uint32_t>(room % dp);
+    if (g == group)
+      ids.push_back(room);
+  }
+  w.ids = std::move(ids);
+  return w;
+}
+
+/// One DP group of a side this process hosts: its ranks and its report.
+struct group_run {
+  std::string name;
+  uint32_t index = 0;
+  hosted_ranks ranks;
+  std::optional<run_report> report;
+};
+
+/// Prints each group's report (when there are several) and the side's.
+int print_side(std::vector<group_run>& groups, const std::string& side, const demo_config& cfg,
+               const model_shape& shape) {
+  std::vector<run_report> reports;
+  for (auto& g : groups) {
+    if (!g.report)
+      continue;
+    if (groups.size() > 1)
+      std::cout << g.report->to_text(side + " " + g.name) << "\n";
+    print_conclusions(*g.report, groups.size() > 1 ? side + " " + g.name : side, g.ranks);
+    reports.push_back(*g.report);
+  }
+  if (reports.empty())
+    return 0;
+  auto all = merged(reports);
+  print(all, side, cfg, shape);
+  return all.ok() ? 0 : 1;
+}
+
+/// Why the DP flags cannot run as given, or nullopt.
+std::optional<std::string> dp_problem(const demo_config& cfg) {
+  if (auto bad = check_dp_pair({cfg.prefill_tp, cfg.prefill_dp}, cfg.prefill_pp,
+                               {cfg.decode_tp, cfg.decode_dp}, cfg.decode_pp))
+    return "--prefill-tp/--prefill-dp and --decode-tp/--decode-dp: " + *bad;
+  if ((cfg.prefill_dp > 1 || cfg.decode_dp > 1) && (cfg.role != "all" || !cfg.ranks.empty()))
+    return "--prefill-dp=" + std::to_string(cfg.prefill_dp) +
+           " --decode-dp=" + std::to_string(cfg.decode_dp) +
+           ": DP groups run in one process only (--role=all, no --ranks); the launcher's "
+           "cluster file does not split them over processes yet";
+  return std::nullopt;
+}
+
+/// Starts the ranks of every DP group of one side into `out`; what did not
+/// start (the group and the rank), or nullopt.
+std::optional<std::string> start_groups(caf::actor_system& sys, const demo_config& cfg, role side,
+                                        const model_shape& shape, const std::set<uint32_t>& hosted,
+                                        const std::vector<bootstrap_locator>& boots,
+                                        const std::vector<decider_actor>& deciders,
+                                        std::vector<group_run>& out) {
+  bool pre = side == role::prefill;
+  auto dp = pre ? cfg.prefill_dp : cfg.decode_dp;
+  auto tp = (pre ? cfg.prefill_tp : cfg.decode_tp) / dp;
+  for (uint32_t g = 0; g < dp; ++g) {
+    auto name = dp_group_instance(pre ? "prefill-0" : "decode-0", g, dp);
+    std::set<uint32_t> mine = hosted;
+    if (dp > 1) {
+      mine.clear();
+      for (uint32_t i = 0; i < tp * (pre ? cfg.prefill_pp : cfg.decode_pp); ++i)
+        mine.insert(i);
+    }
+    auto made =
+        start_instance(sys, cfg, side, name, shape, tp, pre ? cfg.prefill_pp : cfg.decode_pp, mine,
+                       pre ? boots[g] : bootstrap_locator{},
+                       pre ? decider_locator{} : decider_locator{deciders[g], "", 0});
+    if (!made)
+      return (dp > 1 ? name + " " : std::string{}) + sys.render(made.error());
+    out.push_back(group_run{name, g, std::move(*made), std::nullopt});
+  }
+  return std::nullopt;
+}
+
+/// Reads the epoch from stdin (--epoch-from-stdin) into `w`; false with the
+/// reason printed.
+bool await_epoch(const demo_config& cfg, workload& w) {
+  std::string line;
+  int64_t epoch = 0;
+  if (!std::getline(std::cin, line) || !parse_epoch(line, epoch)) {
+    std::cerr << "kvferry-demo: --epoch-from-stdin read \"" << line
+              << "\", expected the epoch in nanoseconds since 1970\n";
+    return false;
+  }
+  w = workload_of(cfg, epoch);
+  return true;
+}
+
+/// Drives every group of both sides until each room concluded.
+void drive_all(std::vector<group_run>& pre, std::vector<group_run>& post, const workload& w,
+               const std::vector<bootstrap_locator>& boots, const demo_config& cfg) {
+  std::vector<std::thread> drivers;
+  for (auto& g : pre)
+    drivers.emplace_back([&g, &w, &cfg] {
+      g.report = drive_prefill(g.ranks.view(), share_of(w, g.index, cfg.prefill_dp, true));
+    });
+  auto where_of = [&boots, &cfg](uint64_t room) {
+    return boots[prefill_dp_group(room, cfg.prefill_dp, std::nullopt).group];
+  };
+  for (auto& g : post)
+    drivers.emplace_back([&g, &w, &cfg, where_of] {
+      g.report = drive_decode(g.ranks.view(), share_of(w, g.index, cfg.decode_dp, false), where_of);
+    });
+  for (auto& d : drivers)
+    d.join();
 }
 
 int run(caf::actor_system& sys, const demo_config& cfg) {
@@ -281,13 +421,22 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
     std::cerr << "kvferry-demo: --role=" << cfg.role << ", expected all, prefill or decode\n";
     return 2;
   }
+  if (auto bad = dp_problem(cfg)) {
+    std::cerr << "kvferry-demo: " << *bad << "\n";
+    return 2;
+  }
   std::cout << "kvferry-demo: " << cfg.rooms << " requests of " << cfg.min_tokens << ".."
             << cfg.max_tokens << " tokens, model " << shape.name << " (" << shape.layers
             << " layers, " << shape.kv_heads << " kv heads x " << shape.head_dim << ", "
             << to_string(shape.dtype) << "), page size " << cfg.page_size << ", chunks of "
             << cfg.chunk_pages << " pages, prefill TP " << cfg.prefill_tp << " x PP "
-            << cfg.prefill_pp << " -> decode TP " << cfg.decode_tp << " x PP " << cfg.decode_pp
-            << ", " << cfg.transport << " data plane\n";
+            << cfg.prefill_pp;
+  if (cfg.prefill_dp > 1)
+    std::cout << " in " << cfg.prefill_dp << " DP groups";
+  std::cout << " -> decode TP " << cfg.decode_tp << " x PP " << cfg.decode_pp;
+  if (cfg.decode_dp > 1)
+    std::cout << " in " << cfg.decode_dp << " DP groups";
+  std::cout << ", " << cfg.transport << " data plane\n";
   // Memory held beside the pools, touched page by page (MAP_POPULATE), in
   // 4 KiB pages: the teardown the kernel does before this process's sockets
   // close grows with it.
@@ -302,7 +451,6 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
     ::madvise(held, bytes, MADV_NOHUGEPAGE);
     std::cout << "kvferry-demo: holding " << cfg.hold_mib << " MiB" << std::endl;
   }
-  std::optional<std::pair<bootstrap_actor, uint16_t>> boot;
   auto prefill_hosted = ranks_to_host(cfg, cfg.prefill_tp * cfg.prefill_pp);
   auto decode_hosted = ranks_to_host(cfg, cfg.decode_tp * cfg.decode_pp);
   if (!prefill_hosted || !decode_hosted)
@@ -312,86 +460,70 @@ int run(caf::actor_system& sys, const demo_config& cfg) {
                  "instance's bootstrap\n";
     return 2;
   }
-  if (cfg.role != "decode" && !cfg.join_bootstrap) {
-    boot = publish_bootstrap(sys, cfg);
-    if (!boot)
+  // One bootstrap per prefill DP group (the first on --bootstrap-port).
+  std::vector<bootstrap_actor> booted;
+  std::vector<bootstrap_locator> boots;
+  std::vector<decider_actor> deciders;
+  auto release = [&] {
+    for (auto& d : deciders)
+      caf::anon_send_exit(d, caf::exit_reason::kill);
+    for (auto& b : booted)
+      caf::anon_send_exit(b, caf::exit_reason::kill);
+  };
+  for (uint32_t g = 0; g < cfg.prefill_dp; ++g) {
+    if (cfg.role == "decode" || cfg.join_bootstrap) {
+      boots.push_back(bootstrap_locator{{}, cfg.host, cfg.bootstrap_port});
+      continue;
+    }
+    auto name = dp_group_instance("prefill-0", g, cfg.prefill_dp);
+    auto boot = publish_bootstrap(sys, cfg, name, g == 0 ? cfg.bootstrap_port : 0);
+    if (!boot) {
+      release();
       return 1;
-    std::cout << "kvferry-demo: bootstrap listening on " << cfg.host << ":" << boot->second
-              << std::endl;
+    }
+    booted.push_back(boot->first);
+    boots.push_back(bootstrap_locator{{}, cfg.host, boot->second});
+    std::cout << "kvferry-demo: bootstrap" << (cfg.prefill_dp > 1 ? " of " + name : "")
+              << " listening on " << cfg.host << ":" << boot->second << std::endl;
   }
-  bootstrap_locator where{{}, cfg.host, boot ? boot->second : cfg.bootstrap_port};
-  decider_actor dec;
   if (cfg.role != "prefill")
-    dec = sys.spawn(decider, std::string{"decode-0"}, cfg.decode_tp, cfg.decode_pp,
-                    fresh_generation(), cfg.limits);
+    for (uint32_t g = 0; g < cfg.decode_dp; ++g)
+      deciders.push_back(sys.spawn(decider, dp_group_instance("decode-0", g, cfg.decode_dp),
+                                   cfg.decode_tp / cfg.decode_dp, cfg.decode_pp, fresh_generation(),
+                                   cfg.limits));
   int rc = 0;
   try {
-    std::optional<hosted_ranks> pre, post;
-    if (cfg.role != "decode") {
-      auto made = start_instance(sys, cfg, role::prefill, shape, cfg.prefill_tp, cfg.prefill_pp,
-                                 *prefill_hosted, where, {});
-      if (!made) {
-        std::cerr << "kvferry-demo: a rank did not start: " << sys.render(made.error()) << "\n";
+    std::vector<group_run> pre, post;
+    for (auto side : {role::prefill, role::decode}) {
+      if (rc != 0 || cfg.role == (side == role::prefill ? "decode" : "prefill"))
+        continue;
+      auto bad = start_groups(sys, cfg, side, shape,
+                              side == role::prefill ? *prefill_hosted : *decode_hosted, boots,
+                              deciders, side == role::prefill ? pre : post);
+      if (bad) {
+        std::cerr << "kvferry-demo: a rank did not start: " << *bad << "\n";
         rc = 1;
-      } else {
-        pre = std::move(*made);
-      }
-    }
-    if (rc == 0 && cfg.role != "prefill") {
-      auto made = start_instance(sys, cfg, role::decode, shape, cfg.decode_tp, cfg.decode_pp,
-                                 *decode_hosted, {}, decider_locator{dec, "", 0});
-      if (!made) {
-        std::cerr << "kvferry-demo: a rank did not start: " << sys.render(made.error()) << "\n";
-        rc = 1;
-      } else {
-        post = std::move(*made);
       }
     }
     if (rc == 0) {
       // Ranks up (pools touched, registered): a harness waits for this line.
       std::cout << "ready " << wall_ns() << std::endl;
-      if (cfg.epoch_from_stdin) {
-        std::string line;
-        int64_t epoch = 0;
-        if (!std::getline(std::cin, line) || !parse_epoch(line, epoch)) {
-          std::cerr << "kvferry-demo: --epoch-from-stdin read \"" << line
-                    << "\", expected the epoch in nanoseconds since 1970\n";
-          rc = 2;
-        } else {
-          w = workload_of(cfg, epoch);
-        }
-      }
+      if (cfg.epoch_from_stdin && !await_epoch(cfg, w))
+        rc = 2;
     }
     if (rc == 0) {
-      std::optional<run_report> prep, drep;
-      std::thread prefill_side;
-      if (pre)
-        prefill_side = std::thread{[&] { prep = drive_prefill(pre->view(), w); }};
-      if (post)
-        drep = drive_decode(post->view(), w, where);
-      if (prefill_side.joinable())
-        prefill_side.join();
-      if (prep) {
-        print(*prep, "prefill", cfg, shape, *pre);
-        rc |= prep->ok() ? 0 : 1;
-      }
-      if (drep) {
-        print(*drep, "decode", cfg, shape, *post);
-        rc |= drep->ok() ? 0 : 1;
-      }
+      drive_all(pre, post, w, boots, cfg);
+      rc |= print_side(pre, "prefill", cfg, shape);
+      rc |= print_side(post, "decode", cfg, shape);
     }
-    if (pre)
-      pre->stop();
-    if (post)
-      post->stop();
+    for (auto* side : {&pre, &post})
+      for (auto& g : *side)
+        g.ranks.stop();
   } catch (const std::exception& e) {
     std::cerr << "kvferry-demo: " << e.what() << "\n";
     rc = 1;
   }
-  if (dec)
-    caf::anon_send_exit(dec, caf::exit_reason::kill);
-  if (boot)
-    caf::anon_send_exit(boot->first, caf::exit_reason::kill);
+  release();
   return rc;
 }
 

@@ -177,3 +177,41 @@ TEST_CASE("the main job runs in one process and verifies every byte", "[e2e][pro
   CHECK_THAT(job.output(), Catch::Contains("GB/s"));
   CHECK_THAT(job.output(), Catch::Contains("states reached:"));
 }
+
+TEST_CASE("the main job with DP attention groups moves every byte of every group",
+          "[e2e][process][dp]") {
+  // prefill TP 4 DP 4 -> decode TP 8 DP 8 (MLA, the done-when shape), prefill
+  // DP 1 -> decode DP 4 (GQA: TP 2 to groups of 2), and DP on both sides with
+  // fan-in inside the groups (MHA: groups of 2 to groups of 1).
+  auto shape =
+      GENERATE(as<std::vector<std::string>>{},
+               std::vector<std::string>{"--model=deepseek-mla", "--prefill-tp=4", "--prefill-dp=4",
+                                        "--decode-tp=8", "--decode-dp=8"},
+               std::vector<std::string>{"--model=tiny-gqa", "--prefill-tp=2", "--decode-tp=8",
+                                        "--decode-dp=4"},
+               std::vector<std::string>{"--model=tiny", "--prefill-tp=4", "--prefill-dp=2",
+                                        "--decode-tp=2", "--decode-dp=2"});
+  std::vector<std::string> argv{demo, "--rooms=48", "--pool-pages=48", "--max-tokens=200"};
+  argv.insert(argv.end(), shape.begin(), shape.end());
+  child_process job{argv};
+  int rc = job.wait(120s);
+  INFO(job.output());
+  CHECK(rc == 0);
+  CHECK_THAT(job.output(), Catch::Contains("48 Success, 0 Failed, 48 verified byte for byte, 0 "
+                                           "corrupted, 0 disagreements"));
+  CHECK_THAT(job.output(), Catch::Contains("prefill: 48 requests"));
+}
+
+TEST_CASE("the main job refuses DP shapes whose groups cannot pair, naming both",
+          "[e2e][process][dp]") {
+  child_process job{{demo, "--prefill-tp=6", "--prefill-dp=2", "--decode-tp=4", "--decode-dp=2"}};
+  int rc = job.wait(60s);
+  INFO(job.output());
+  CHECK(rc == 2);
+  CHECK_THAT(job.output(), Catch::Contains("prefill tp = 6, dp = 2 (groups of 3) and decode tp = "
+                                           "4, dp = 2 (groups of 2) cannot pair"));
+  child_process split{{demo, "--prefill-tp=3", "--prefill-dp=2"}};
+  CHECK(split.wait(60s) == 2);
+  CHECK_THAT(split.output(),
+             Catch::Contains("prefill tp = 3, dp = 2: expected a dp that divides tp"));
+}

@@ -79,8 +79,16 @@ struct cpu_load {
 };
 
 /// The TP 4 to 2 example (prefill TP `ptp`) on `transport` with free ports.
-std::string shape(uint32_t ptp, const std::string& transport, uint32_t requests) {
+/// `loaded`: the machine is kept busy beside the clusters (KVFERRY_CPU_LOAD),
+/// so the heartbeat is 500 ms, not 200 ms: eight rank processes beside busy
+/// processes and threads on two cores answer a ping later than a 200 ms x 5
+/// lease (2.2 s) allows at start-up, and the decider then fails the first
+/// rooms with decider_lost, rightly, on every rank alike (seen once in 50
+/// runs, issue 30). This test is about connections, not liveness timings.
+std::string shape(uint32_t ptp, const std::string& transport, uint32_t requests, bool loaded) {
   auto text = read_file(std::string{KVFERRY_SOURCE_DIR} + "/deploy/clusters/tp4-to-tp2.toml");
+  if (loaded)
+    text = replace(text, "interval = \"200ms\"", "interval = \"500ms\"");
   text = replace(text, "transport = \"auto\"", "transport = \"" + transport + "\"");
   text = replace(text, "tp = 4", "tp = " + std::to_string(ptp));
   text = replace(text, "bootstrap_port = 17420", "bootstrap_port = " + std::to_string(free_port()));
@@ -94,12 +102,13 @@ std::string shape(uint32_t ptp, const std::string& transport, uint32_t requests)
 TEST_CASE("per-rank clusters launched again and again fail no room",
           "[launch][process][per-rank]") {
   auto runs = env_or("KVFERRY_PER_RANK_RUNS", 1);
-  cpu_load load{env_or("KVFERRY_CPU_LOAD", 0)};
+  auto busy = env_or("KVFERRY_CPU_LOAD", 0);
+  cpu_load load{busy};
   uint32_t launched = 0;
   for (uint32_t ptp : {4u, 2u})
     for (std::string transport : {"tcp", "auto"})
       for (uint32_t i = 0; i < runs; ++i) {
-        auto path = temp_cluster(shape(ptp, transport, 24));
+        auto path = temp_cluster(shape(ptp, transport, 24, busy > 0));
         child_process run{{launcher, "--cluster=" + path, "--local", "--local-timeout=150"}};
         int rc = run.wait(180s);
         ::unlink(path.c_str());
