@@ -10,6 +10,7 @@
 
 #include "actors/common/durations.hpp"
 #include "apps/common/cluster_checks.hpp"
+#include "apps/common/cluster_dp.hpp"
 #include "apps/common/host_pool.hpp"
 #include "apps/common/toml_reader.hpp"
 #include "transport/registry.hpp"
@@ -223,9 +224,9 @@ void read_instances(reader& r, const toml::table& root, cluster_spec& c) {
   cap_tables(r, tables, max_instances, "[[instance]]");
   uint64_t ranks = 0;  // of the instances so far
   for (auto* t : tables) {
-    r.only(
-        *t, w,
-        {"name", "role", "node", "tp", "pp", "bootstrap_port", "data_port", "prefill", "checksum"});
+    r.only(*t, w,
+           {"name", "role", "node", "tp", "pp", "dp", "bootstrap_port", "data_port", "prefill",
+            "checksum"});
     instance_spec s;
     s.line = reader::line_of(*t);
     bool ok = r.text(*t, w, "name", s.name, true);
@@ -257,6 +258,7 @@ void read_instances(reader& r, const toml::table& root, cluster_spec& c) {
     uint32_t tp_line = s.line;
     ok &= r.integer(*t, w, "tp", s.tp, true, 1, max_tp_size, &tp_line);
     ok &= r.integer(*t, w, "pp", s.pp, false, 1, max_pp_size) || !t->get("pp");
+    ok &= read_dp(r, *t, s);
     if (ok && uint64_t{s.tp} * s.pp > max_instance_ranks) {
       r.fail(tp_line, "tp = " + std::to_string(s.tp) + " x pp = " + std::to_string(s.pp) +
                           " makes " + std::to_string(uint64_t{s.tp} * s.pp) +
@@ -400,6 +402,8 @@ cluster_parse parse_cluster(std::string_view text, const std::string& file) {
     r.fail(1, "no [[instance]]; expected at least one prefill and one decode instance");
   // Pairs and ports only on instances that all parsed: an instance left out
   // would only show up again as a second, misleading error.
+  if (out.errors.empty())
+    split_dp_groups(r, c);
   if (out.errors.empty())
     check_pairs(r, root, c);
   if (out.errors.empty())

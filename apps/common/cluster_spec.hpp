@@ -75,6 +75,11 @@ struct instance_spec {
   std::string node;
   uint32_t tp = 1;
   uint32_t pp = 1;
+  /// DP attention groups (dp = N in the file): the reader splits such an
+  /// instance into N instances "<name>/dp<g>" of tp / N ranks each, group g
+  /// on bootstrap_port + g and data ports from data_port + g x its ranks;
+  /// a decode instance naming it receives from every group. 1 once split.
+  uint32_t dp = 1;
   /// Prefill: the port its bootstrap is published on (required, nonzero, so
   /// that decode nodes know where to find it).
   uint16_t bootstrap_port = 0;
@@ -87,6 +92,8 @@ struct instance_spec {
   /// Decode: end-to-end KV checksums its ranks check ("xxh3"; default off).
   kv_checksum checksum = kv_checksum::off;
   uint32_t line = 0;  ///< of the [[instance]] header
+  uint32_t dp_line = 0;
+  bool dp_group = false;  ///< one DP group of an instance split by the reader
   uint32_t bootstrap_port_line = 0;
   uint32_t data_port_line = 0;
 };

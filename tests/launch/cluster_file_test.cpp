@@ -650,3 +650,60 @@ prefill = ["prefill-0", "prefill-1"]
     CHECK_THAT(e, Catch::Contains("prefill instance \"prefill-1\" gets none of the 3 rooms"));
   }
 }
+
+TEST_CASE("cluster file: dp = N splits an instance into its DP groups", "[launch][dp]") {
+  // prefill TP 4 DP 2 (groups of 2) -> decode TP 2 DP 2 (groups of 1).
+  auto text = with("tp = 2\n", "tp = 2\ndp = 2\n", with("tp = 4\n", "tp = 4\ndp = 2\n"));
+  auto p = parse_cluster(text, "c.toml");
+  for (auto& e : p.errors)
+    UNSCOPED_INFO(e);
+  REQUIRE(p.cluster);
+  auto& c = *p.cluster;
+  REQUIRE(c.instances.size() == 4);
+  auto& p0 = c.instances[0];
+  auto& p1 = c.instances[1];
+  CHECK(p0.name == "prefill-0/dp0");
+  CHECK(p1.name == "prefill-0/dp1");
+  CHECK(p0.tp == 2);
+  CHECK(p0.bootstrap_port == 17000);
+  CHECK(p1.bootstrap_port == 17001);
+  CHECK(p0.data_port == 18000);
+  CHECK(p1.data_port == 18002);  // after group 0's two ranks
+  CHECK(p0.dp_group);
+  auto& d0 = c.instances[2];
+  CHECK(d0.name == "decode-0/dp0");
+  CHECK(d0.tp == 1);
+  // The one prefill instance, implied, is every group of it.
+  CHECK(d0.prefills == std::vector<std::string>{"prefill-0/dp0", "prefill-0/dp1"});
+  // Every room goes to one decode group and one prefill group, and every
+  // group takes rooms.
+  std::map<std::string, size_t> rooms;
+  for (auto& i : c.instances)
+    rooms[i.name] = c.rooms_of(i).size();
+  for (auto& i : c.instances)
+    CHECK(rooms[i.name] > 0);
+  for (uint64_t r = 1; r <= c.workload->requests; ++r)
+    CHECK(std::count(c.decode_of(r)->prefills.begin(), c.decode_of(r)->prefills.end(),
+                     c.source_of(r)->name) == 1);
+}
+
+TEST_CASE("cluster file: a dp that does not divide tp, or groups that cannot pair, are refused",
+          "[launch][dp]") {
+  auto split = with("tp = 4\n", "tp = 4\ndp = 3\n");
+  auto e = one_error(split);
+  CHECK_THAT(e, Catch::StartsWith(at(line_of(split, "dp = 3"))));
+  CHECK_THAT(e, Catch::Contains("instance \"prefill-0\": tp = 4, dp = 3"));
+  CHECK_THAT(e, Catch::Contains("expected a dp that divides tp"));
+  // prefill groups of 4 / 4 = 1 with decode TP 2: fine; prefill TP 4 DP 4
+  // with decode TP 3 is refused by the pairing of groups, naming them.
+  auto pair = with("tp = 2\n", "tp = 3\n", with("tp = 4\n", "tp = 4\ndp = 2\n"));
+  auto p = parse_cluster(pair, "c.toml");
+  REQUIRE_FALSE(p.cluster);
+  REQUIRE_FALSE(p.errors.empty());
+  CHECK_THAT(p.errors.front(), Catch::Contains("prefill instance \"prefill-0/dp0\" (TP 2 x PP 1)"));
+  auto zero = with("tp = 4\n", "tp = 4\ndp = 0\n");
+  CHECK_THAT(one_error(zero), Catch::Contains("dp = 0 in [[instance]] is out of range"));
+  auto high = with("bootstrap_port = 17000", "bootstrap_port = 65535",
+                   with("tp = 4\n", "tp = 4\ndp = 2\n"));
+  CHECK_THAT(one_error(high), Catch::Contains("runs past port 65535"));
+}

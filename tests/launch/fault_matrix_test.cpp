@@ -3,7 +3,8 @@
 // bootstrap, the node that hosts a decode instance's decider) x every fault
 // (kill -9, SIGSTOP then SIGCONT 3 s later, and a prefill and a decode rank
 // killed at once) x every topology (equal TP with two prefill instances,
-// fan-in 4 -> 2 with staging, fan-out 2 -> 4 with staging), one process per
+// fan-in 4 -> 2 with staging, fan-out 2 -> 4 with staging, DP attention:
+// TP 4 in 2 groups -> TP 2 in 2 groups, the last group struck), one process per
 // rank, restarts on, a paced workload. Each case checks that:
 //   - the run ends by itself;
 //   - every room concluded alike on every rank that took part (a prefill
@@ -62,6 +63,21 @@ struct topology {
   std::vector<uint32_t> prefill_tp;  ///< one entry per prefill instance
   uint32_t decode_tp = 2;
   bool staging = false;
+  /// DP attention groups of prefill-0 and of decode-0 (1: none). The fault
+  /// strikes the last group ("prefill-0/dp1"); the other groups' rooms are
+  /// the parts not hit.
+  uint32_t prefill_dp = 1;
+  uint32_t decode_dp = 1;
+
+  /// The instance (DP group) the fault strikes on each side.
+  std::string struck_prefill() const {
+    return prefill_dp > 1 ? "prefill-0/dp" + std::to_string(prefill_dp - 1) : "prefill-0";
+  }
+  std::string struck_decode() const {
+    return decode_dp > 1 ? "decode-0/dp" + std::to_string(decode_dp - 1) : "decode-0";
+  }
+  /// Instances the runtime sees: every DP group counts.
+  size_t instances() const { return (prefill_tp.size() - 1) + prefill_dp + decode_dp; }
 };
 
 enum class role { prefill_rank, decode_rank, prefill_node, decode_node, prefill_and_decode_rank };
@@ -105,11 +121,16 @@ std::string cluster_file(const topology& t) {
   std::string prefills;
   for (size_t i = 0; i < t.prefill_tp.size(); ++i) {
     f << "[[instance]]\nname = \"prefill-" << i << "\"\nrole = \"prefill\"\nnode = \"prefill-node-"
-      << i << "\"\ntp = " << t.prefill_tp[i] << "\nbootstrap_port = " << free_port() << "\n\n";
+      << i << "\"\ntp = " << t.prefill_tp[i] << "\nbootstrap_port = " << free_port() << "\n";
+    if (i == 0 && t.prefill_dp > 1)
+      f << "dp = " << t.prefill_dp << "\n";
+    f << "\n";
     prefills += (i ? ", " : "") + std::string{"\"prefill-"} + std::to_string(i) + "\"";
   }
   f << "[[instance]]\nname = \"decode-0\"\nrole = \"decode\"\nnode = \"decode-node\"\ntp = "
     << t.decode_tp << "\nprefill = [" << prefills << "]\n";
+  if (t.decode_dp > 1)
+    f << "dp = " << t.decode_dp << "\n";
   return f.str();
 }
 
@@ -118,8 +139,9 @@ struct outcome {
   bool ended = false;
   uint32_t rooms = 0, success = 0, failed = 0, disagreements = 0, corrupted_reports = 0;
   uint32_t spared = 0, spared_failed = 0;  ///< rooms of parts not hit
-  uint32_t late = 0, late_failed = 0;      ///< rooms due after heal + settle
-  double serve_again_ms = -1;              ///< heal to a Success on every instance
+  bool spares = false;  ///< the topology has parts the fault cannot reach (their rooms count)
+  uint32_t late = 0, late_failed = 0;  ///< rooms due after heal + settle
+  double serve_again_ms = -1;          ///< heal to a Success on every instance
   std::vector<std::string> notes;
 
   bool ok() const {
@@ -169,10 +191,10 @@ outcome run_case(const matrix_case& mc) {
     pump_for(run, 50ms);
 
   // The fault, and when it healed.
-  auto last_prefill = mc.topo.prefill_tp.front() - 1;
-  auto last_decode = mc.topo.decode_tp - 1;
-  auto prefill_rank = "prefill-0/" + std::to_string(last_prefill);
-  auto decode_rank = "decode-0/" + std::to_string(last_decode);
+  auto last_prefill = mc.topo.prefill_tp.front() / mc.topo.prefill_dp - 1;
+  auto last_decode = mc.topo.decode_tp / mc.topo.decode_dp - 1;
+  auto prefill_rank = mc.topo.struck_prefill() + "/" + std::to_string(last_prefill);
+  auto decode_rank = mc.topo.struck_decode() + "/" + std::to_string(last_decode);
   std::vector<std::pair<std::string, std::string>> targets;  // (pattern, the line once back)
   switch (mc.who) {
     case role::prefill_rank:
@@ -233,6 +255,10 @@ outcome run_case(const matrix_case& mc) {
   }
   o.rooms = static_cast<uint32_t>(rooms.size());
   bool prefill_hit_only = mc.who == role::prefill_rank || mc.who == role::prefill_node;
+  // A decode rank of one DP group struck: the other groups are not hit.
+  bool decode_group_hit = mc.who == role::decode_rank && mc.topo.decode_dp > 1;
+  o.spares =
+      decode_group_hit || (prefill_hit_only && mc.topo.prefill_tp.size() + mc.topo.prefill_dp > 2);
   std::map<std::string, int64_t> first_success;  // instance -> after the heal
   for (auto& [room, cs] : rooms) {
     const conclusion* ref = nullptr;
@@ -252,8 +278,12 @@ outcome run_case(const matrix_case& mc) {
         o.notes.push_back("room " + std::to_string(room) + ": " + c.rank + " " + c.state + " " +
                           c.why + " vs " + ref->rank + " " + ref->state + " " + ref->why);
     }
-    // A room of a prefill instance that was not hit (the fault struck prefill-0).
-    if (prefill_hit_only && !prefills.empty() && !prefills.count("prefill-0")) {
+    // A room of a prefill instance (or DP group) that was not hit, or of a
+    // decode DP group that was not.
+    bool spared =
+        (prefill_hit_only && !prefills.empty() && !prefills.count(mc.topo.struck_prefill())) ||
+        (decode_group_hit && ref->instance() != mc.topo.struck_decode());
+    if (spared) {
       ++o.spared;
       if (ref->state != "Success") {
         if (++o.spared_failed <= 5)
@@ -276,7 +306,7 @@ outcome run_case(const matrix_case& mc) {
       }
   }
   int64_t serve_again = 0;
-  size_t instances = mc.topo.prefill_tp.size() + 1;
+  size_t instances = mc.topo.instances();
   if (first_success.size() == instances) {
     for (auto& [inst, t] : first_success)
       serve_again = std::max(serve_again, t - healed_ns);
@@ -291,7 +321,10 @@ outcome run_case(const matrix_case& mc) {
 std::vector<matrix_case> every_case() {
   std::vector<topology> topos{{"equal-2p", {2, 2}, 2, false},
                               {"fan-in-4to2", {4}, 2, true},
-                              {"fan-out-2to4", {2}, 4, true}};
+                              {"fan-out-2to4", {2}, 4, true},
+                              // DP attention: prefill TP 4 in 2 groups of 2, decode TP 2
+                              // in 2 groups of 1 (fan-in 2 -> 1 inside the groups).
+                              {"dp-4x2to2x2", {4}, 2, true, 2, 2}};
   std::vector<matrix_case> out;
   for (auto& t : topos) {
     for (auto who : {role::prefill_rank, role::decode_rank, role::prefill_node, role::decode_node})
@@ -311,7 +344,7 @@ std::vector<matrix_case> chosen() {
   std::set<std::string> names;
   if (pick == "default")
     names = {"equal-2p/decode-rank/kill", "fan-in-4to2/prefill-rank/kill",
-             "fan-out-2to4/decode-rank/kill"};
+             "fan-out-2to4/decode-rank/kill", "dp-4x2to2x2/decode-rank/kill"};
   else {
     std::istringstream in{pick};
     std::string n;
@@ -360,6 +393,8 @@ TEST_CASE("fault matrix: every role x fault x topology through the launcher",
     CHECK(o.disagreements == 0u);
     CHECK(o.corrupted_reports == 0u);
     CHECK(o.spared_failed == 0u);
+    if (o.spares)
+      CHECK(o.spared > 0u);
     CHECK(o.late > 0u);
     CHECK(o.late_failed == 0u);
     CHECK(o.serve_again_ms >= 0);
