@@ -45,12 +45,14 @@ instance_spec group_of(const instance_spec& whole, uint32_t g) {
 void split_dp_groups(reader& r, cluster_spec& c) {
   std::map<std::string, std::vector<std::string>> groups;  // split instance -> its groups
   std::vector<instance_spec> out;
-  const instance_spec* only_prefill = nullptr;  // a decode instance may name none then
+  // The file's one prefill instance, which a decode instance may leave unnamed.
+  std::string implied;
   size_t prefills_in_file = 0;
   for (auto& i : c.instances)
     if (i.role == instance_role::prefill && ++prefills_in_file == 1)
-      only_prefill = &i;
-  std::string implied = prefills_in_file == 1 ? only_prefill->name : std::string{};
+      implied = i.name;
+  if (prefills_in_file != 1)
+    implied.clear();
   for (auto& i : c.instances) {
     if (i.dp <= 1) {
       out.push_back(i);

@@ -703,6 +703,14 @@ TEST_CASE("cluster file: a dp that does not divide tp, or groups that cannot pai
   CHECK_THAT(p.errors.front(), Catch::Contains("prefill instance \"prefill-0/dp0\" (TP 2 x PP 1)"));
   auto zero = with("tp = 4\n", "tp = 4\ndp = 0\n");
   CHECK_THAT(one_error(zero), Catch::Contains("dp = 0 in [[instance]] is out of range"));
+  // A group's name taken by an instance of the file.
+  auto taken = with("tp = 4\n", "tp = 4\ndp = 2\n") +
+               "\n[[instance]]\nname = \"prefill-0/dp1\"\nrole = \"prefill\"\nnode = \"p\"\ntp = "
+               "2\nbootstrap_port = 17100\n";
+  auto p2 = parse_cluster(taken, "c.toml");
+  REQUIRE_FALSE(p2.cluster);
+  REQUIRE_FALSE(p2.errors.empty());
+  CHECK_THAT(p2.errors.front(), Catch::Contains("instance name \"prefill-0/dp1\" is taken twice"));
   auto high = with("bootstrap_port = 17000", "bootstrap_port = 65535",
                    with("tp = 4\n", "tp = 4\ndp = 2\n"));
   CHECK_THAT(one_error(high), Catch::Contains("runs past port 65535"));
