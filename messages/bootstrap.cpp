@@ -8,10 +8,11 @@
 namespace kvferry {
 
 std::string bootstrap_locator::key() const {
+  auto group = has_dp_group() ? "/dp" + std::to_string(dp_group) : std::string{};
   if (handle)
-    return "local:" + std::to_string(handle.id());
+    return "local:" + std::to_string(handle.id()) + group;
   auto h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return h + ":" + std::to_string(port);
+  return h + ":" + std::to_string(port) + group;
 }
 
 failure instance_dead(const std::string& instance, uint64_t generation, const rank_left& gone) {

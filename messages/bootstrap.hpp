@@ -17,13 +17,24 @@ namespace kvferry {
 
 /// Where a decode rank finds the bootstrap of a prefill instance: a handle in
 /// the same process (tests, embedded demo), or host:port through CAF's
-/// middleman.
+/// middleman. With DP attention one bootstrap serves every DP group of an
+/// instance, each a directory of its own: `dp_group` names the group.
 struct bootstrap_locator {
+  /// `dp_group` of a plain instance (no DP groups): the bootstrap itself.
+  static constexpr uint32_t whole = 0xFFFFFFFF;
+  /// The most DP groups one bootstrap serves.
+  static constexpr uint32_t max_dp_groups = 1024;
+
   bootstrap_actor handle;  ///< set: use it directly; unset: connect to host:port
   std::string host;
   uint16_t port = 0;
+  uint32_t dp_group = whole;  ///< the DP group behind the bootstrap (`whole`: none)
+  uint32_t dp_size = 0;       ///< the instance's DP groups, as the holder knows (0: not known)
 
-  /// A stable name for the instance behind it: "127.0.0.1:8998" or "local:<actor id>".
+  bool has_dp_group() const { return dp_group != whole; }
+
+  /// A stable name for the instance behind it: "127.0.0.1:8998",
+  /// "127.0.0.1:8998/dp2" or "local:<actor id>".
   std::string key() const;
 
   friend bool operator==(const bootstrap_locator&, const bootstrap_locator&) = default;
@@ -31,7 +42,8 @@ struct bootstrap_locator {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, bootstrap_locator& x) {
-  return f(caf::meta::type_name("kvferry.bootstrap_locator"), x.handle, x.host, x.port);
+  return f(caf::meta::type_name("kvferry.bootstrap_locator"), x.handle, x.host, x.port, x.dp_group,
+           x.dp_size);
 }
 
 /// A prefill rank joins its instance's directory.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include <caf/actor_control_block.hpp>
 #include <caf/atom.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/stateful_actor.hpp>
@@ -42,6 +43,8 @@ using heartbeat_tick_atom = caf::atom_constant<caf::atom("hb_tick")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 /// Timer: a staged job's wait for its place in the peer's ring ran out.
 using slot_timeout_atom = caf::atom_constant<caf::atom("slot_wait")>;
+/// The DP groups of a prefill instance behind one bootstrap (DP attention).
+using dp_group_atom = caf::atom_constant<caf::atom("dp_group")>;
 
 constexpr room_open_atom room_open_atom_v{};
 constexpr room_abort_atom room_abort_atom_v{};
@@ -57,6 +60,7 @@ constexpr heartbeat_atom heartbeat_atom_v{};
 constexpr heartbeat_tick_atom heartbeat_tick_atom_v{};
 constexpr sweep_atom sweep_atom_v{};
 constexpr slot_timeout_atom slot_timeout_atom_v{};
+constexpr dp_group_atom dp_group_atom_v{};
 
 // -- message types (defined in bootstrap.hpp, room.hpp, scheduler.hpp, transfer.hpp)
 
@@ -103,6 +107,11 @@ using bootstrap_actor = caf::typed_actor<
     caf::replies_to<rank_registration>::with<registration_ack>,
     // A decode rank asks who serves the instance.
     caf::replies_to<topology_atom>::with<topology>,
+    // DP attention: the bootstrap of DP group g of an instance of N groups
+    // (N = 0: the asker does not know), made on first ask; a bootstrap_actor.
+    caf::replies_to<dp_group_atom, uint32_t, uint32_t>::with<caf::strong_actor_ptr>,
+    // How many DP groups the instance has (1: a plain instance; 0: no rank yet).
+    caf::replies_to<dp_group_atom>::with<uint32_t>,
     // Its own watch threads: a registered rank's process died (life token).
     caf::reacts_to<life_ended>>;
 

@@ -137,6 +137,63 @@ caf::result<registration_ack> on_register(bootstrap_actor::stateful_pointer<boot
   return registration_ack{self->state.dir.instance(), self->state.dir.generation()};
 }
 
+/// A DP group's bootstrap: a bootstrap of its own that ends with `parent`,
+/// the instance's.
+bootstrap_actor::behavior_type group_bootstrap(self_ptr self, std::string instance,
+                                               uint64_t generation, std::string address,
+                                               std::string node, bootstrap_actor parent) {
+  self->state.parent = parent.address();
+  self->monitor(parent);
+  return bootstrap_on(self, std::move(instance), generation, std::move(address), std::move(node));
+}
+
+/// A DP group's bootstrap ended: only its group goes (made again on the
+/// next ask). False when `dm` is not of one.
+bool forget_group(self_ptr self, const caf::down_msg& dm) {
+  auto& groups = self->state.groups;
+  for (auto i = groups.begin(); i != groups.end(); ++i)
+    if (i->second.address() == dm.source) {
+      log().warn("[bootstrap {}] the bootstrap of DP group {} ended ({})",
+                 self->state.dir.instance(), i->first, caf::to_string(dm.reason));
+      groups.erase(i);
+      return true;
+    }
+  return false;
+}
+
+/// DP attention: the bootstrap of DP group `group`, made on first ask (a
+/// directory of its own, named "<instance>/dp<g>", on this bootstrap's node
+/// rule and address, that ends with this one).
+caf::result<caf::strong_actor_ptr> on_dp_group(self_ptr self, uint32_t group, uint32_t asked) {
+  auto& st = self->state;
+  // Saying how many groups the instance has is a prefill rank's word: under
+  // TLS only its node's processes may (as they alone register ranks).
+  std::string why;
+  if (auto s = self->current_sender();
+      asked != 0 && (!s || !speaks_for(self->home_system(), s->node(), st.node, why))) {
+    auto what = "[bootstrap " + st.dir.instance() + "] refused a DP size of " +
+                std::to_string(asked) + ": " + why;
+    log().warn("{}", what);
+    return make_error(errc::invalid_argument, what);
+  }
+  if (auto bad = dp_group_problem(st.dir.instance(), st.dp_size, group, asked)) {
+    log().warn("[bootstrap {}] refused: {}", st.dir.instance(), *bad);
+    return make_error(errc::invalid_argument, *bad);
+  }
+  if (asked != 0 && st.dp_size == 0)
+    st.dp_size = asked;
+  auto i = st.groups.find(group);
+  if (i == st.groups.end()) {
+    auto name = dp_group_instance(st.dir.instance(), group);
+    auto child = self->spawn(group_bootstrap, name, st.dir.generation(), st.dir.address(), st.node,
+                             caf::actor_cast<bootstrap_actor>(self));
+    self->monitor(child);
+    log().info("[bootstrap {}] serves DP group {} as {}", st.dir.instance(), group, name);
+    i = st.groups.emplace(group, child).first;
+  }
+  return caf::actor_cast<caf::strong_actor_ptr>(i->second);
+}
+
 }  // namespace
 
 bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bootstrap_state> self,
@@ -146,6 +203,12 @@ bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bo
   self->state.dir = directory{std::move(instance), generation, std::move(address)};
   self->set_down_handler(guard(self, on_exception, [self](caf::down_msg& dm) {
     if (self->state.watchers.erase(dm.source) > 0)
+      return;
+    if (dm.source == self->state.parent) {  // a DP group's bootstrap ends with its instance's
+      self->quit(dm.reason);
+      return;
+    }
+    if (forget_group(self, dm))
       return;
     leave(self, dm.source, caf::to_string(dm.reason), dm.reason == caf::exit_reason::user_shutdown,
           link_lost(dm.reason));
@@ -162,6 +225,14 @@ bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bo
             self->monitor(w);
         }
         return self->state.dir.snapshot();
+      },
+      [self](dp_group_atom, uint32_t group, uint32_t dp_size)
+          -> caf::result<caf::strong_actor_ptr> { return on_dp_group(self, group, dp_size); },
+      [self](dp_group_atom) -> caf::result<uint32_t> {
+        // 1 once the instance had a rank of its own (it may be dead now).
+        auto& st = self->state;
+        auto had_rank = st.dir.size() > 0 || st.dir.snapshot().dead();
+        return st.dp_size != 0 ? st.dp_size : had_rank ? 1u : 0u;
       },
       [self](life_ended& e) {
         // A registered rank's process died: it left, as its down_msg will

@@ -1,7 +1,9 @@
 // The bootstrap actor: the directory of one prefill instance, published on the
 // instance's bootstrap port. It monitors every registered rank and drops a
 // rank that terminates, so a topology never names a dead actor for long, and
-// tells the decode ranks that asked for the topology (rank_left).
+// tells the decode ranks that asked for the topology (rank_left). With DP
+// attention it also serves each DP group of the instance as a directory of
+// its own: a child bootstrap per group, made on first ask, that ends with it.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,12 @@ struct bootstrap_state {
   /// The life tokens of registered ranks' processes on this host: a death
   /// is known within a millisecond (actors/process/life_token.hpp).
   life_watch lives;
+  /// DP attention: the bootstraps of the instance's DP groups, by group.
+  std::map<uint32_t, bootstrap_actor> groups;
+  /// How many DP groups the instance has, as its prefill ranks said (0: none said).
+  uint32_t dp_size = 0;
+  /// A DP group's bootstrap: the instance's, which it ends with (else none).
+  caf::actor_addr parent;
   /// Run first inside the guard of every handler (actors/base/guard.hpp).
   handler_hook before_handler;
 };

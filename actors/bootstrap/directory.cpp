@@ -77,4 +77,24 @@ topology directory::snapshot() const {
   return t;
 }
 
+std::optional<std::string> dp_group_problem(const std::string& instance, uint32_t known,
+                                            uint32_t group, uint32_t asked) {
+  auto cap = bootstrap_locator::max_dp_groups;
+  auto what = "DP group " + std::to_string(group) + " of prefill instance " + instance;
+  if (asked > cap)
+    return what + ": dp_size " + std::to_string(asked) + ", expected 1 to " + std::to_string(cap);
+  if (known != 0 && asked != 0 && asked != known)
+    return what + ": the rank says the instance has " + std::to_string(asked) +
+           " DP groups, its other ranks said " + std::to_string(known);
+  auto size = known != 0 ? known : asked != 0 ? asked : cap;
+  if (group >= size)
+    return what + ": expected a group from 0 to " + std::to_string(size - 1) +
+           (known != 0 || asked != 0 ? " (dp_size " + std::to_string(size) + ")" : "");
+  return std::nullopt;
+}
+
+std::string dp_group_instance(const std::string& instance, uint32_t group) {
+  return instance + "/dp" + std::to_string(group);
+}
+
 }  // namespace kvferry

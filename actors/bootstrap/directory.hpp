@@ -54,4 +54,15 @@ class directory {
   std::map<std::pair<uint32_t, uint32_t>, rank_left> departed_;
 };
 
+/// DP attention: whether a rank may have the bootstrap of DP group `group`
+/// of `instance`, which has `known` groups (0: not said yet), when it says
+/// the instance has `asked` (0: it does not know, as a decode rank). Returns
+/// the problem, naming the values; nullopt when it may. Group counts are
+/// capped at bootstrap_locator::max_dp_groups.
+std::optional<std::string> dp_group_problem(const std::string& instance, uint32_t known,
+                                            uint32_t group, uint32_t asked);
+
+/// The name of DP group `group` of instance `instance`: "prefill-0/dp2".
+std::string dp_group_instance(const std::string& instance, uint32_t group);
+
 }  // namespace kvferry

@@ -154,6 +154,14 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   auto& o = rt->opts_;
   if (auto err = check_place_and_deadlines(o))
     return err;
+  // A prefill rank of a DP group is named as its group's directory names
+  // it ("prefill-0/dp2"), so that its transfer and staging actors carry the
+  // name every other rank reads in the topology.
+  if (o.side == role::prefill && o.bootstrap.has_dp_group()) {
+    auto suffix = "/dp" + std::to_string(o.bootstrap.dp_group);
+    if (!o.instance.ends_with(suffix))
+      o.instance += suffix;
+  }
   auto device_pool = device_pool_of(o.pool);
   if (!device_pool)
     return device_pool.error();

@@ -18,7 +18,9 @@
 #include <caf/node_id.hpp>
 
 #include "actors/gateway/gateway_actor.hpp"
+#include "messages/bootstrap.hpp"
 #include "messages/failure.hpp"
+#include "messages/handles.hpp"
 
 namespace kvferry {
 
@@ -63,6 +65,36 @@ void resolve_published(Self* self, Handle direct, const std::string& host, uint1
         .then([found](const caf::node_id&, caf::strong_actor_ptr& ptr,
                       const std::set<std::string>& ifs) mutable { found(std::move(ptr), ifs); },
               failed);
+}
+
+/// The bootstrap `loc` names: the published one, or, where `loc` names a DP
+/// group, that group's bootstrap, asked of the published one. Calls
+/// `done(caf::expected<bootstrap_actor>)` once, from `self`'s context.
+template <class Self, class Done>
+void resolve_bootstrap(Self* self, const bootstrap_locator& loc, caf::timespan timeout, Done done) {
+  resolve_published<bootstrap_actor>(
+      self, loc.handle, loc.host, loc.port, timeout, "bootstrap",
+      [self, loc, timeout, done](caf::expected<bootstrap_actor> found) mutable {
+        if (!found || !loc.has_dp_group()) {
+          done(std::move(found));
+          return;
+        }
+        auto key = "bootstrap " + loc.key();
+        self->request(*found, timeout, dp_group_atom_v, loc.dp_group, loc.dp_size)
+            .then(
+                [done, key](caf::strong_actor_ptr& ptr) mutable {
+                  auto group = caf::actor_cast<bootstrap_actor>(std::move(ptr));
+                  if (!group)
+                    done(caf::expected<bootstrap_actor>{
+                        make_error(errc::bootstrap_unreachable, key + ": no such DP group")});
+                  else
+                    done(caf::expected<bootstrap_actor>{std::move(group)});
+                },
+                [self, done, key](caf::error& err) mutable {
+                  done(caf::expected<bootstrap_actor>{make_error(
+                      errc::bootstrap_unreachable, key + ": " + self->system().render(err))});
+                });
+      });
 }
 
 }  // namespace kvferry

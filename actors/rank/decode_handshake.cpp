@@ -226,8 +226,8 @@ void start_resolve(self_ptr self, const std::string& key) {
       !self->state.registered)
     return;
   peer.in_flight = true;
-  resolve_published<bootstrap_actor>(
-      self, peer.where.handle, peer.where.host, peer.where.port, request_timeout, "bootstrap",
+  resolve_bootstrap(
+      self, peer.where, request_timeout,
       guard(self, on_exception, [self, key](caf::expected<bootstrap_actor> found) {
         if (!found) {
           resolve_failed(self, key, self->system().render(found.error()));

@@ -51,8 +51,8 @@ void forget_incarnation(self_ptr self, const rank_ref& newer, uint64_t previous)
 /// its address is known), again a second later while it cannot.
 void register_with_bootstrap(self_ptr self) {
   auto& loc = self->state.cfg.bootstrap;
-  resolve_published<bootstrap_actor>(
-      self, loc.handle, loc.host, loc.port, request_timeout, "bootstrap",
+  resolve_bootstrap(
+      self, loc, request_timeout,
       guard(self, on_exception, [self](caf::expected<bootstrap_actor> found) {
         auto& st = self->state;
         if (!found) {
@@ -72,6 +72,12 @@ void register_with_bootstrap(self_ptr self) {
                         [self](registration_ack& ack) {
                           auto& st = self->state;
                           st.registered = true;
+                          if (ack.instance != st.cfg.self.instance)
+                            log().warn(
+                                "{} registered as a rank of {}: its transfer and staging "
+                                "actors name it {}, which staged rooms refuse; expected "
+                                "the bootstrap's instance name",
+                                who(self), ack.instance, st.cfg.self.instance);
                           st.cfg.self.instance = ack.instance;
                           st.cfg.self.instance_generation = ack.instance_generation;
                           log().info("{} registered with bootstrap {}", who(self),

@@ -13,17 +13,21 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include "actors/bootstrap/bootstrap_actor.hpp"
 #include "actors/decision/decider_actor.hpp"
 #include "actors/facade/receiver.hpp"
 #include "actors/facade/runtime.hpp"
 #include "actors/facade/sender.hpp"
+#include "actors/gateway/gateway_actor.hpp"
 #include "actors/gateway/tls.hpp"
 #include "actors/process/config.hpp"
 
@@ -63,6 +67,35 @@ class node {
                  host, port);
   }
 
+  /// How many DP groups the prefill instance behind the bootstrap at
+  /// host:port has (1: a plain instance; 0: no rank registered yet);
+  /// nullopt when the bootstrap cannot be reached within `timeout_ms`.
+  std::optional<uint32_t> prefill_dp_size(const std::string& host, uint16_t port,
+                                          uint32_t timeout_ms) {
+    py::gil_scoped_release unlocked;
+    auto timeout = std::chrono::milliseconds{timeout_ms};
+    caf::scoped_actor self{sys_};
+    bootstrap_actor boot;
+    auto found = [&](caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
+      if (ptr && sys_.assignable<bootstrap_actor>(ifs))
+        boot = caf::actor_cast<bootstrap_actor>(std::move(ptr));
+    };
+    auto failed = [](caf::error&) {};
+    if (sys_.has_openssl_manager())
+      self->request(gateway_of(sys_), timeout, caf::connect_atom_v, host, port)
+          .receive([&](published_actor& p) { found(p.whom, p.interface); }, failed);
+    else
+      self->request(sys_.middleman().actor_handle(), timeout, caf::connect_atom_v, host, port)
+          .receive([&](const caf::node_id&, caf::strong_actor_ptr& ptr,
+                       const std::set<std::string>& ifs) { found(ptr, ifs); },
+                   failed);
+    if (!boot)
+      return std::nullopt;
+    std::optional<uint32_t> size;
+    self->request(boot, timeout, dp_group_atom_v).receive([&](uint32_t n) { size = n; }, failed);
+    return size;
+  }
+
   caf::actor_system& system() { return sys_; }
 
  private:
@@ -85,6 +118,17 @@ class node {
   caf::actor_system sys_;
   std::vector<caf::actor> served_;  ///< bootstraps and deciders, stopped with the node
 };
+
+/// The bootstrap at host:port, or DP group `dp_group` behind it (-1: none).
+bootstrap_locator locator_of(const std::string& host, uint16_t port, int64_t dp_group) {
+  bootstrap_locator loc{{}, host, port};
+  if (dp_group < -1 || dp_group >= int64_t{bootstrap_locator::max_dp_groups})
+    throw py::value_error("dp_group " + std::to_string(dp_group) + "; expected -1 (none) or 0 to " +
+                          std::to_string(bootstrap_locator::max_dp_groups - 1));
+  if (dp_group >= 0)
+    loc.dp_group = static_cast<uint32_t>(dp_group);
+  return loc;
+}
 
 /// Buffers from parallel lists of addresses, lengths and item lengths.
 std::vector<kv_pool::buffer> buffers_of(const char* what, const std::vector<uintptr_t>& ptrs,
@@ -213,6 +257,8 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init<>())
       .def("serve_bootstrap", &node::serve_bootstrap, py::arg("instance"), py::arg("host"),
            py::arg("port"))
+      .def("prefill_dp_size", &node::prefill_dp_size, py::arg("host"), py::arg("port"),
+           py::arg("timeout_ms") = 1000)
       .def("serve_decider", &node::serve_decider, py::arg("instance"), py::arg("tp_size"),
            py::arg("pp_size"), py::arg("host"), py::arg("port"));
 
@@ -229,7 +275,8 @@ PYBIND11_MODULE(_native, m) {
                        uint32_t pp_rank, uint32_t pp_size, std::vector<bool> kv_on_device,
                        std::vector<state_spec> states, const std::string& control_host,
                        const std::string& data_host, const std::string& decider_host,
-                       uint16_t decider_port, const std::string& checksum) {
+                       uint16_t decider_port, const std::string& checksum,
+                       int64_t bootstrap_dp_group, uint32_t bootstrap_dp_size) {
              if (role_name != "prefill" && role_name != "decode")
                throw py::value_error("role \"" + role_name + "\"; expected prefill or decode");
              rank_options o;
@@ -260,7 +307,8 @@ PYBIND11_MODULE(_native, m) {
              for (size_t i = 0; i < states.size(); ++i)
                o.pool.states.push_back(state_of(i, states[i]));
              if (o.side == role::prefill) {
-               o.bootstrap = bootstrap_locator{{}, bootstrap_host, bootstrap_port};
+               o.bootstrap = locator_of(bootstrap_host, bootstrap_port, bootstrap_dp_group);
+               o.bootstrap.dp_size = bootstrap_dp_size;
                o.control_host = control_host;
              } else if (!decider_host.empty()) {
                o.decider = decider_locator{{}, decider_host, decider_port};
@@ -291,16 +339,17 @@ PYBIND11_MODULE(_native, m) {
            py::arg("pp_size") = 1, py::arg("kv_on_device") = std::vector<bool>{},
            py::arg("states") = std::vector<state_spec>{}, py::arg("control_host") = "",
            py::arg("data_host") = "", py::arg("decider_host") = "", py::arg("decider_port") = 0,
-           py::arg("checksum") = "off")
+           py::arg("checksum") = "off", py::arg("bootstrap_dp_group") = -1,
+           py::arg("bootstrap_dp_size") = 0)
       .def(
           "prefill_down",
-          [](const rank_holder& r, const std::string& host,
-             uint16_t port) -> std::optional<std::string> {
-            if (auto f = r.rt->prefill_down(bootstrap_locator{{}, host, port}))
+          [](const rank_holder& r, const std::string& host, uint16_t port,
+             int64_t dp_group) -> std::optional<std::string> {
+            if (auto f = r.rt->prefill_down(locator_of(host, port, dp_group)))
               return to_string(*f);
             return std::nullopt;
           },
-          py::arg("bootstrap_host"), py::arg("bootstrap_port"))
+          py::arg("bootstrap_host"), py::arg("bootstrap_port"), py::arg("dp_group") = -1)
       .def_property_readonly("data_endpoint",
                              [](const rank_holder& r) { return r.rt->data_endpoint(); })
       .def(
@@ -311,11 +360,12 @@ PYBIND11_MODULE(_native, m) {
           py::arg("room"))
       .def(
           "receiver",
-          [](std::shared_ptr<rank_holder> r, uint64_t room, const std::string& host,
-             uint16_t port) {
-            return receiver_view{r, r->rt->make_receiver(room, bootstrap_locator{{}, host, port})};
+          [](std::shared_ptr<rank_holder> r, uint64_t room, const std::string& host, uint16_t port,
+             int64_t dp_group) {
+            return receiver_view{r, r->rt->make_receiver(room, locator_of(host, port, dp_group))};
           },
-          py::arg("room"), py::arg("bootstrap_host"), py::arg("bootstrap_port"));
+          py::arg("room"), py::arg("bootstrap_host"), py::arg("bootstrap_port"),
+          py::arg("dp_group") = -1);
 
   py::class_<sender_view>(m, "Sender")
       .def(

@@ -57,6 +57,11 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
   /// Fault plans per decode rank index, when set.
   std::map<size_t, std::shared_ptr<faulty_transport::plan>> decode_faults;
 
+  /// DP attention: the prefill ranks register as DP group `dp_group` of
+  /// `dp_size` behind `boot`, and where() names that group.
+  uint32_t dp_group = bootstrap_locator::whole;
+  uint32_t dp_size = 0;
+
   bootstrap_actor boot;
   decider_actor dec;
   std::vector<rank> prefill;  // by pp, then tp
@@ -73,7 +78,7 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
     sched.run();
   }
 
-  bootstrap_locator where() const { return bootstrap_locator{boot, "", 0}; }
+  bootstrap_locator where() const { return bootstrap_locator{boot, "", 0, dp_group, dp_size}; }
 
   /// The state of the live stateful actor behind `h`: tests look inside.
   template <class State, class Handle>

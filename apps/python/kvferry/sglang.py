@@ -18,6 +18,14 @@ Where things live, from server_args only:
     and a prefill server on one host therefore need different bootstrap ports.
   * this process's own address (what other instances dial): $KVFERRY_HOST,
     else --host, else (wildcard host) the address of the default route.
+  * DP attention (--dp-size N with --enable-dp-attention, or N data-parallel
+    replicas without it): each DP group is an instance of its own to kvferry.
+    Prefill group g registers with the same bootstrap, in a directory of its
+    own ("prefill@host:port/dp<g>"); decode group g's decider is served by
+    the group's first rank on the decode bootstrap port + g. A room goes to
+    the prefill group SGLang's decode queue names in init(prefill_dp_rank)
+    (the router's, or bootstrap_room % dp_size), and no rank of another group
+    hears of it.
 
 poll() is one atomic load in C++ (no lock, no actor call); failure_exception()
 raises KVTransferError with the room and the one cause every rank reports.
@@ -129,6 +137,12 @@ def instance_host(server_args) -> str:
     return "127.0.0.1" if host in WILDCARDS else host
 
 
+def prefill_instance_name(host, port) -> str:
+    """A prefill instance's name, from --host as SGLang hands it to KVBootstrapServer: the
+    bootstrap and the prefill ranks name the instance alike."""
+    return f"prefill@{'127.0.0.1' if host in WILDCARDS else host}:{port}"
+
+
 def own_host(server_args) -> str:
     """The address other instances dial to reach this process."""
     if os.environ.get("KVFERRY_HOST"):
@@ -221,6 +235,70 @@ class PrefillInfo:
     kv_cache_dtype: Optional[str] = None
 
 
+def _sglang_attn_dp_rank() -> Optional[int]:
+    """SGLang's own attention-DP rank of this process, where SGLang set it up."""
+    try:
+        from sglang.srt.layers.dp_attention import get_attention_dp_rank
+        return int(get_attention_dp_rank())
+    except Exception:  # not SGLang, or DP attention not initialised in this process
+        return None
+
+
+@dataclasses.dataclass
+class DPShape:
+    """Where a rank sits with DP: its group, and its place in the group's attention TP."""
+
+    dp_size: int = 1
+    group: Optional[int] = None  # None: no DP groups (dp_size 1)
+    tp_size: int = 1             # the group's attention-TP size
+    tp_rank: int = 0             # this rank's place in it
+
+
+def dp_shape(args, server_args, role: str) -> DPShape:
+    """This rank's DP group from SGLang's sizes, as SGLang derives it.
+
+    With DP attention a group is tp_size / dp_size attention-TP ranks; its
+    rank is SGLang's attention-DP rank (or, on prefill, where engine_rank is
+    the global TP rank, engine_rank // attn_tp_size; else kv_args.system_dp_rank).
+    Without it, each of the dp_size replicas is a whole TP group and its rank
+    is kv_args.system_dp_rank. ValueError names the value that does not fit.
+    """
+    dp = int(_arg(server_args, "dp_size", 1))
+    tp = int(_arg(server_args, "tp_size", 1))
+    engine = int(_arg(args, "engine_rank", 0))
+    if dp < 1 or dp > 1024:
+        raise ValueError(f"dp_size {dp}; expected 1 to 1024")
+    if tp < 1:
+        raise ValueError(f"tp_size {tp}; expected at least 1")
+    if dp == 1:
+        return DPShape(1, None, tp, engine % tp)
+    system_dp_rank = getattr(args, "system_dp_rank", None)
+    if bool(_arg(server_args, "enable_dp_attention", False)):
+        if tp % dp:
+            raise ValueError(f"tp_size {tp} with dp_size {dp} and DP attention; expected tp_size "
+                             "a multiple of dp_size (attention-TP groups of tp_size / dp_size)")
+        attn = tp // dp
+        group = _sglang_attn_dp_rank()
+        if group is None and role == "prefill":
+            group = engine // attn  # prefill's engine_rank is the global TP rank
+        if group is None and system_dp_rank is not None:
+            group = int(system_dp_rank)
+        if group is None:
+            raise ValueError(f"decode rank with engine_rank {engine}, dp_size {dp}: its attention-"
+                             "DP rank is not known; expected SGLang's DP attention set up in this "
+                             "process or kv_args.system_dp_rank")
+        shape = DPShape(dp, group, attn, engine % attn)
+    else:
+        if system_dp_rank is None:
+            raise ValueError(f"dp_size {dp} without DP attention: kv_args.system_dp_rank is not "
+                             "set; expected the rank's data-parallel replica (0 to "
+                             f"{dp - 1})")
+        shape = DPShape(dp, int(system_dp_rank), tp, engine % tp)
+    if not 0 <= shape.group < dp:
+        raise ValueError(f"DP rank {shape.group}; expected 0 to {dp - 1} (dp_size {dp})")
+    return shape
+
+
 def _mode_name(mode) -> str:
     name = str(getattr(mode, "value", mode)).lower()
     if name not in ("prefill", "decode"):
@@ -249,13 +327,17 @@ class KVManager(BaseKVManager):
         self.prefill_info_table = {}
         self.failure_records = {}
 
-        dp = int(_arg(server_args, "dp_size", 1))
-        if dp != 1:
-            raise ValueError(f"dp_size {dp}: kvferry serves one data-parallel group per "
-                             "instance; expected dp_size 1")
-        self.tp_size = int(_arg(server_args, "tp_size", 1))
+        self.dp = dp_shape(args, server_args, self.role)
+        self.dp_size, self.dp_group = self.dp.dp_size, self.dp.group
+        if self.dp_size > 1 and os.environ.get("SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK",
+                                               "").lower() in ("1", "true", "yes"):
+            raise ValueError("SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK is set with "
+                             f"dp_size {self.dp_size}: kvferry routes a room to the prefill DP "
+                             "group the router names or to bootstrap_room % dp_size; expected it "
+                             "unset")
+        self.tp_size = self.dp.tp_size  # the DP group's attention TP
         self.pp_size = int(_arg(server_args, "pp_size", 1))
-        self.tp_rank = int(_arg(args, "engine_rank", 0)) % self.tp_size
+        self.tp_rank = self.dp.tp_rank
         self.pp_rank = int(_arg(args, "pp_rank", 0))
         self.bootstrap_port = int(_arg(server_args, "disaggregation_bootstrap_port", 8998))
         self.host = own_host(server_args)
@@ -318,20 +400,30 @@ class KVManager(BaseKVManager):
         self.kv_page_bytes = sum(int(i) for i in kv_items)
 
         node = process_node()
+        group = "" if self.dp_group is None else f"/dp{self.dp_group}"
         if self.role == "prefill":
-            self.instance = f"prefill@{self.service_host}:{self.bootstrap_port}"
+            host = _arg(server_args, "host", "127.0.0.1")
+            self.instance = prefill_instance_name(host, self.bootstrap_port) + group
             where = dict(bootstrap_host=self.service_host, bootstrap_port=self.bootstrap_port,
-                         control_host=self.host)
+                         control_host=self.host,
+                         bootstrap_dp_group=-1 if self.dp_group is None else self.dp_group,
+                         bootstrap_dp_size=self.dp_size)
         else:
-            self.instance = f"decode@{self.service_host}:{self.bootstrap_port}"
+            self.instance = f"decode@{self.service_host}:{self.bootstrap_port}{group}"
+            # One decider per decode DP group: group g's on the bootstrap port + g.
+            decider_at = self.bootstrap_port + (self.dp_group or 0)
+            if decider_at > 65535:
+                raise ValueError(f"disaggregation_bootstrap_port {self.bootstrap_port} with DP "
+                                 f"group {self.dp_group}: the group's decider port {decider_at} "
+                                 "is past 65535; expected a lower bootstrap port")
             self.decider_port = None
             if self.tp_rank == 0 and self.pp_rank == 0:
                 bind = _arg(server_args, "host", "127.0.0.1")
                 if int(_arg(server_args, "nnodes", 1)) > 1:
                     bind = "0.0.0.0"  # the ranks of the other nodes dial dist_init_addr's host
                 self.decider_port = node.serve_decider(self.instance, self.tp_size, self.pp_size,
-                                                       bind, self.bootstrap_port)
-            where = dict(decider_host=self.service_host, decider_port=self.bootstrap_port)
+                                                       bind, decider_at)
+            where = dict(decider_host=self.service_host, decider_port=decider_at)
         self.rank = _native.Rank(
             node, self.role, self.instance, self.tp_rank, self.tp_size, self.page_size, dtype,
             layers, total_heads, kv_heads, head_dim, mla, kv_ptrs, kv_lens, kv_items,
@@ -359,14 +451,32 @@ class KVManager(BaseKVManager):
         """The rank registered with its bootstrap when it started (it retries on its own)."""
 
     def try_ensure_parallel_info(self, bootstrap_addr: str) -> bool:
-        """Decode: kvferry resolves the prefill instance per room; SGLang needs the DP shape."""
-        split_addr(bootstrap_addr)
-        self.prefill_info_table.setdefault(bootstrap_addr, PrefillInfo(page_size=self.page_size))
+        """Decode: the prefill instance's DP shape, asked of its bootstrap once (False: not yet).
+
+        kvferry resolves the prefill ranks per room; SGLang's decode queue needs
+        dp_size to pick a room's prefill DP group (bootstrap_room % dp_size).
+        """
+        if bootstrap_addr in self.prefill_info_table:
+            return True
+        host, port = split_addr(bootstrap_addr)
+        groups = process_node().prefill_dp_size(host, port, 500)
+        if not groups:  # unreachable, or no prefill rank registered yet: SGLang asks again
+            return False
+        self.prefill_info_table[bootstrap_addr] = PrefillInfo(
+            dp_size=int(groups), follow_bootstrap_room=True, page_size=self.page_size)
         return True
 
-    def prefill_down(self, bootstrap_addr: str) -> Optional[str]:
-        """Decode: why the prefill instance at bootstrap_addr is known down (None: not known)."""
-        return self.rank.prefill_down(*split_addr(bootstrap_addr))
+    def prefill_groups(self, bootstrap_addr: str) -> int:
+        """The prefill instance's DP groups as known (1 until try_ensure_parallel_info says)."""
+        info = self.prefill_info_table.get(bootstrap_addr)
+        return info.dp_size if info is not None else 1
+
+    def prefill_down(self, bootstrap_addr: str, prefill_dp_rank=None) -> Optional[str]:
+        """Decode: why the prefill instance (its DP group) at bootstrap_addr is known down."""
+        group = -1
+        if prefill_dp_rank is not None and self.prefill_groups(bootstrap_addr) > 1:
+            group = int(prefill_dp_rank)
+        return self.rank.prefill_down(*split_addr(bootstrap_addr), group)
 
     def should_verify_kv_checksum(self, bootstrap_addr: str) -> bool:
         # kvferry checks the KV inside the transfer when the decode manager
@@ -496,6 +606,15 @@ class KVSender(_Room, BaseKVSender):
         self._last_sent = False
         self._prefix_popped = False
         self._native = mgr.rank.sender(self.bootstrap_room)
+        dp, group = mgr.dp_size, mgr.dp_group
+        if dp > 1 and not req_has_disagg_prefill_dp_rank and self.bootstrap_room % dp != group:
+            # Decode names the group bootstrap_room % dp_size: a room another
+            # group holds would wait for ranks that never hear of it.
+            self._error = (f"follow_bootstrap_room conflict: dispatched to dp_rank {group} but "
+                           f"bootstrap_room {self.bootstrap_room} implies dp_rank "
+                           f"{self.bootstrap_room % dp}; expected load_balance_method "
+                           "follow_bootstrap_room or the router's prefill_dp_rank")
+            self._native.abort()
 
     def init(self, num_kv_indices, aux_index=None):
         if self._total is not None:
@@ -575,13 +694,18 @@ class KVReceiver(_Room, BaseKVReceiver):
         self._metadata_sent = False
 
     def init(self, prefill_dp_rank=0):
-        if self._native is not None:
+        if self._native is not None or self._error is not None:
             return
-        if prefill_dp_rank not in (None, 0):
-            self._error = (f"room {self.bootstrap_room}: prefill_dp_rank {prefill_dp_rank}; "
-                           "kvferry instances have one data-parallel group (expected 0)")
+        groups = self.kv_mgr.prefill_groups(self.bootstrap_addr)
+        group = 0 if prefill_dp_rank is None else prefill_dp_rank
+        if not isinstance(group, (int, np.integer)) or not 0 <= int(group) < groups:
+            self._error = (f"room {self.bootstrap_room}: prefill_dp_rank {prefill_dp_rank!r}; "
+                           f"expected 0 to {groups - 1} (the prefill instance at "
+                           f"{self.bootstrap_addr} has {groups} DP groups)")
             return
-        self._native = self.kv_mgr.rank.receiver(self.bootstrap_room, *self._where)
+        self.prefill_dp_rank = int(group)
+        dp_group = int(group) if groups > 1 else -1
+        self._native = self.kv_mgr.rank.receiver(self.bootstrap_room, *self._where, dp_group)
         self.bootstrap_infos = [self._where]
 
     def send_metadata(self, kv_indices, aux_index=None, state_indices=None,
@@ -623,7 +747,7 @@ class KVBootstrapServer(BaseKVBootstrapServer):
         self.host = host
         self.port = int(port)
         bind = host if host else "0.0.0.0"
-        self.instance = f"prefill@{'127.0.0.1' if bind in WILDCARDS else bind}:{self.port}"
+        self.instance = prefill_instance_name(bind, self.port)
         self.port = process_node().serve_bootstrap(self.instance, bind, self.port)
         logger.info("kvferry bootstrap of %s on %s:%d", self.instance, bind, self.port)
 

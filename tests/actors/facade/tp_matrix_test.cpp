@@ -5,12 +5,16 @@
 // 2→2; random page orders, chunked sends. With prefix reuse (the decode
 // ranks hold a room's first tokens, a partial page included): the same
 // mappings, sliced and staged, move exactly the tokens after the prefix and
-// leave the held ones as they were.
+// leave the held ones as they were. With DP: the attention-TP mappings of DP
+// shapes (TP 8 DP 8 -> TP 16 DP 16, DP 1 -> DP 4, ...), the prefill group
+// registered behind the instance's one bootstrap.
 #include "tests/support/instance_fixture.hpp"
 
 #include <algorithm>
 #include <numeric>
 #include <random>
+
+#include "actors/plan/dp_groups.hpp"
 
 using namespace kvferry;
 using namespace kvferry::test;
@@ -118,4 +122,29 @@ TEST_CASE_METHOD(instance_fixture,
   checksum = GENERATE(kv_checksum::off, kv_checksum::xxh3);  // the digests skip the held tokens
   CAPTURE(c.p_tp, c.p_pp, c.d_tp, heads, page, staging.enabled, to_string(checksum));
   run_case(*this, c, page, heads, true);
+}
+
+TEST_CASE_METHOD(instance_fixture,
+                 "DP shapes: a room between two DP groups moves every byte, the prefill group "
+                 "behind the instance's one bootstrap",
+                 "[actors][tp][dp]") {
+  struct dp_case {
+    dp_shape prefill, decode;
+    uint32_t group;  ///< the prefill group that serves the rooms
+  };
+  auto c = GENERATE(dp_case{{8, 8}, {16, 16}, 5}, dp_case{{4, 1}, {8, 4}, 0},
+                    dp_case{{8, 2}, {4, 4}, 1}, dp_case{{4, 4}, {2, 2}, 3});
+  auto heads = GENERATE(8u, 2u, 0u);  // 0: MLA
+  CAPTURE(c.prefill.tp, c.prefill.dp, c.decode.tp, c.decode.dp, c.group, heads);
+  REQUIRE_FALSE(check_dp_pair(c.prefill, 1, c.decode, 1));
+  if (c.prefill.dp > 1) {
+    dp_group = c.group;
+    dp_size = c.prefill.dp;
+  }
+  // A DP group is an instance of its attention-TP ranks to the runtime.
+  run_case(*this, matrix_case{c.prefill.attn_tp(), 1, c.decode.attn_tp(), 1}, 16, heads);
+  if (c.prefill.dp > 1)
+    for (auto& p : prefill)
+      CHECK(state_of<prefill_rank_state>(p.rt->prefill()).cfg.self.instance ==
+            "prefill-0/dp" + std::to_string(c.group));
 }
