@@ -18,6 +18,8 @@ from kvferry.sglang import (DPShape, KVBootstrapServer, KVManager, KVPoll, KVRec
                             dp_shape)
 from kvferry.rank_driver import Pool, ServerArgs, load_backend, page_values
 
+from test_sglang_backend import wait_for
+
 PAGES = 32
 load_backend("kvferry")
 
@@ -50,16 +52,6 @@ def dp_args(tp, dp, port):
     sa.dp_size = dp
     sa.enable_dp_attention = True
     return sa
-
-
-def wait_for(objs, states, limit=30):
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        polls = [o.poll() for o in objs]
-        if all(p in states for p in polls):
-            return polls
-        time.sleep(0.002)
-    pytest.fail(f"polls {[o.poll() for o in objs]} never reached {states}")
 
 
 def ensure_info(mgr, addr):
