@@ -137,6 +137,33 @@ typename Inspector::result_type inspect(Inspector& f, topology& x) {
            x.pp_size, x.ranks, x.departed, x.bootstrap);
 }
 
+/// DP attention without follow_bootstrap_room: a decode rank asks the
+/// instance's bootstrap which DP group serves each of `rooms`.
+struct room_dp_query {
+  std::vector<uint64_t> rooms;
+
+  friend bool operator==(const room_dp_query&, const room_dp_query&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, room_dp_query& x) {
+  return f(caf::meta::type_name("kvferry.room_dp_query"), x.rooms);
+}
+
+/// The answer: the rooms whose group a prefill rank registered, each with
+/// its group (same length, in the order asked; rooms not known are absent).
+struct room_dp_groups {
+  std::vector<uint64_t> rooms;
+  std::vector<uint32_t> groups;
+
+  friend bool operator==(const room_dp_groups&, const room_dp_groups&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, room_dp_groups& x) {
+  return f(caf::meta::type_name("kvferry.room_dp_groups"), x.rooms, x.groups);
+}
+
 /// The failure of a room that needs prefill instance `instance` (incarnation
 /// `generation`) while `gone` is missing from it. Built from the bootstrap's
 /// record alone, so that every rank of both instances words it alike:

@@ -45,6 +45,8 @@ using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 using slot_timeout_atom = caf::atom_constant<caf::atom("slot_wait")>;
 /// The DP groups of a prefill instance behind one bootstrap (DP attention).
 using dp_group_atom = caf::atom_constant<caf::atom("dp_group")>;
+/// How a prefill instance's rooms find their DP group (DP attention).
+using dp_route_atom = caf::atom_constant<caf::atom("dp_route")>;
 
 constexpr room_open_atom room_open_atom_v{};
 constexpr room_abort_atom room_abort_atom_v{};
@@ -61,6 +63,7 @@ constexpr heartbeat_tick_atom heartbeat_tick_atom_v{};
 constexpr sweep_atom sweep_atom_v{};
 constexpr slot_timeout_atom slot_timeout_atom_v{};
 constexpr dp_group_atom dp_group_atom_v{};
+constexpr dp_route_atom dp_route_atom_v{};
 
 // -- message types (defined in bootstrap.hpp, room.hpp, scheduler.hpp, transfer.hpp)
 
@@ -69,6 +72,8 @@ struct rank_registration;
 struct registration_ack;
 struct topology;
 struct rank_left;
+struct room_dp_query;
+struct room_dp_groups;
 struct dest_registration;
 struct dest_accepted;
 struct room_request;
@@ -112,6 +117,15 @@ using bootstrap_actor = caf::typed_actor<
     caf::replies_to<dp_group_atom, uint32_t, uint32_t>::with<caf::strong_actor_ptr>,
     // How many DP groups the instance has (1: a plain instance; 0: no rank yet).
     caf::replies_to<dp_group_atom>::with<uint32_t>,
+    // DP routing: a prefill rank says whether its rooms follow
+    // bootstrap_room % dp_size (true) or are registered one by one (false);
+    // the answer is the routing in force. A decode rank asks it (true until
+    // a prefill rank says otherwise).
+    caf::replies_to<dp_route_atom, bool>::with<bool>, caf::replies_to<dp_route_atom>::with<bool>,
+    // A prefill rank registers the DP group serving a room; a decode rank
+    // asks for the groups of rooms.
+    caf::replies_to<dp_route_atom, uint64_t, uint32_t>::with<bool>,
+    caf::replies_to<room_dp_query>::with<room_dp_groups>,
     // Its own watch threads: a registered rank's process died (life token).
     caf::reacts_to<life_ended>>;
 

@@ -101,6 +101,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvferry, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvferry, (kvferry::reach_peers))
   CAF_ADD_TYPE_ID(kvferry, (kvferry::sibling_concluded))
 
+  // DP routing by registered rooms (added last, as above)
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::room_dp_query))
+  CAF_ADD_TYPE_ID(kvferry, (kvferry::room_dp_groups))
+
 CAF_END_TYPE_ID_BLOCK(kvferry)
 
 // Node status (kvferry-launch's status actor, kvferry-ctl): a block of its

@@ -1,6 +1,7 @@
 #include "actors/bootstrap/bootstrap_actor.hpp"
 
 #include <chrono>
+#include <optional>
 #include <vector>
 
 #include "actors/base/guard.hpp"
@@ -17,6 +18,9 @@ namespace kvferry {
 namespace {
 
 using self_ptr = bootstrap_actor::stateful_pointer<bootstrap_state>;
+
+/// The most rooms one query of their DP groups may name.
+constexpr size_t max_room_query = 65536;
 
 /// An exception escaped a handler. The bootstrap holds no room: the request
 /// that hit it gets the failure back (a decode rank fails the rooms waiting
@@ -68,6 +72,17 @@ void watch_life(self_ptr self, bootstrap_state::member& m, const life_token_ref&
     m.life = life.name;
 }
 
+/// Under TLS only the instance's node speaks for it (registers ranks, says
+/// its DP size and routing): why the sender of the current message may not,
+/// nullopt when it may.
+std::optional<std::string> not_its_node(self_ptr self) {
+  std::string why;
+  if (auto s = self->current_sender();
+      s && speaks_for(self->home_system(), s->node(), self->state.node, why))
+    return std::nullopt;
+  return why;
+}
+
 }  // namespace
 
 uint64_t fresh_generation() {
@@ -94,11 +109,9 @@ namespace {
 /// instance too once it is whole again.
 caf::result<registration_ack> on_register(bootstrap_actor::stateful_pointer<bootstrap_state> self,
                                           rank_registration& reg) {
-  std::string why;
-  if (auto s = self->current_sender();
-      !s || !speaks_for(self->home_system(), s->node(), self->state.node, why)) {
+  if (auto why = not_its_node(self)) {
     auto what = "[bootstrap " + self->state.dir.instance() + "] refused the registration of " +
-                to_string(reg.rank) + ": " + why;
+                to_string(reg.rank) + ": " + *why;
     log().warn("{}", what);
     return make_error(errc::invalid_argument, what);
   }
@@ -168,11 +181,9 @@ caf::result<caf::strong_actor_ptr> on_dp_group(self_ptr self, uint32_t group, ui
   auto& st = self->state;
   // Saying how many groups the instance has is a prefill rank's word: under
   // TLS only its node's processes may (as they alone register ranks).
-  std::string why;
-  if (auto s = self->current_sender();
-      asked != 0 && (!s || !speaks_for(self->home_system(), s->node(), st.node, why))) {
+  if (auto why = asked != 0 ? not_its_node(self) : std::nullopt) {
     auto what = "[bootstrap " + st.dir.instance() + "] refused a DP size of " +
-                std::to_string(asked) + ": " + why;
+                std::to_string(asked) + ": " + *why;
     log().warn("{}", what);
     return make_error(errc::invalid_argument, what);
   }
@@ -192,6 +203,41 @@ caf::result<caf::strong_actor_ptr> on_dp_group(self_ptr self, uint32_t group, ui
     i = st.groups.emplace(group, child).first;
   }
   return caf::actor_cast<caf::strong_actor_ptr>(i->second);
+}
+
+/// A prefill rank says how its instance's rooms find their DP group (or
+/// registers one room's group): the refusal, unless its node speaks for the
+/// instance and `apply` takes the word (it returns the problem, if any).
+template <class Apply>
+std::optional<caf::error> route_refused(self_ptr self, const std::string& what, Apply apply) {
+  auto problem = not_its_node(self);
+  if (problem)
+    problem = "refused " + what + ": " + *problem;
+  else
+    problem = apply();
+  if (!problem)
+    return std::nullopt;
+  log().warn("[bootstrap {}] {}", self->state.dir.instance(), *problem);
+  return make_error(errc::invalid_argument, *problem);
+}
+
+caf::result<bool> on_route_room(self_ptr self, uint64_t room, uint32_t group) {
+  auto& st = self->state;
+  auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  auto evicted = st.routes.evicted();
+  auto what = "room " + std::to_string(room) + "'s DP group";
+  auto refused = route_refused(
+      self, what, [&] { return st.routes.add(room, group, st.dp_size, st.dir.instance(), now); });
+  // At 1, 2, 4, ... rooms dropped: a decode rank that asks after them
+  // never resolves them (its room ends by its deadline).
+  if (auto n = st.routes.evicted(); n > evicted && (n & (n - 1)) == 0)
+    log().warn(
+        "[bootstrap {}] dropped the DP groups of {} rooms to stay within {} rooms "
+        "registered at once",
+        st.dir.instance(), n, st.routes.size());
+  if (refused)
+    return *refused;
+  return true;
 }
 
 }  // namespace
@@ -233,6 +279,31 @@ bootstrap_actor::behavior_type bootstrap_on(bootstrap_actor::stateful_pointer<bo
         auto& st = self->state;
         auto had_rank = st.dir.size() > 0 || st.dir.snapshot().dead();
         return st.dp_size != 0 ? st.dp_size : had_rank ? 1u : 0u;
+      },
+      [self](dp_route_atom, bool follows) -> caf::result<bool> {
+        auto& st = self->state;
+        if (auto refused = route_refused(self, "a DP routing", [&] {
+              return st.routes.set_follows_room(follows, st.dir.instance());
+            }))
+          return *refused;
+        return st.routes.follows_room();
+      },
+      [self](dp_route_atom) -> caf::result<bool> { return self->state.routes.follows_room(); },
+      [self](dp_route_atom, uint64_t room, uint32_t group) -> caf::result<bool> {
+        return on_route_room(self, room, group);
+      },
+      [self](room_dp_query& q) -> caf::result<room_dp_groups> {
+        if (q.rooms.size() > max_room_query)
+          return make_error(errc::invalid_argument,
+                            "a query of the DP groups of " + std::to_string(q.rooms.size()) +
+                                " rooms; expected at most " + std::to_string(max_room_query));
+        auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+        room_dp_groups out;
+        for (auto& [room, group] : self->state.routes.find(q.rooms, now)) {
+          out.rooms.push_back(room);
+          out.groups.push_back(group);
+        }
+        return out;
       },
       [self](life_ended& e) {
         // A registered rank's process died: it left, as its down_msg will

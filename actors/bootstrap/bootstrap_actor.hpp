@@ -6,6 +6,7 @@
 // its own: a child bootstrap per group, made on first ask, that ends with it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "actors/base/guard.hpp"
 #include "actors/bootstrap/directory.hpp"
+#include "actors/bootstrap/room_routes.hpp"
 #include "actors/process/life_token.hpp"
 #include "messages/handles.hpp"
 
@@ -42,6 +44,9 @@ struct bootstrap_state {
   std::map<uint32_t, bootstrap_actor> groups;
   /// How many DP groups the instance has, as its prefill ranks said (0: none said).
   uint32_t dp_size = 0;
+  /// DP attention without follow_bootstrap_room: the group of each room, as
+  /// the prefill ranks registered it (kept two minutes, a million at most).
+  room_routes routes{size_t{1} << 20, std::chrono::seconds{120}};
   /// A DP group's bootstrap: the instance's, which it ends with (else none).
   caf::actor_addr parent;
   /// Run first inside the guard of every handler (actors/base/guard.hpp).

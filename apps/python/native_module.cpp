@@ -11,7 +11,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -30,6 +32,7 @@
 #include "actors/gateway/gateway_actor.hpp"
 #include "actors/gateway/tls.hpp"
 #include "actors/process/config.hpp"
+#include "messages/bootstrap.hpp"
 
 namespace py = pybind11;
 using namespace kvferry;
@@ -73,8 +76,82 @@ class node {
   std::optional<uint32_t> prefill_dp_size(const std::string& host, uint16_t port,
                                           uint32_t timeout_ms) {
     py::gil_scoped_release unlocked;
-    auto timeout = std::chrono::milliseconds{timeout_ms};
-    caf::scoped_actor self{sys_};
+    std::optional<uint32_t> size;
+    ask(
+        host, port, timeout_ms, [&](uint32_t n) { size = n; }, dp_group_atom_v);
+    return size;
+  }
+
+  /// DP attention: whether the prefill instance's rooms follow
+  /// bootstrap_room % dp_size (true) or are registered one by one (false);
+  /// nullopt when its bootstrap cannot be reached.
+  std::optional<bool> prefill_dp_routing(const std::string& host, uint16_t port,
+                                         uint32_t timeout_ms) {
+    py::gil_scoped_release unlocked;
+    std::optional<bool> follows;
+    ask(
+        host, port, timeout_ms, [&](bool f) { follows = f; }, dp_route_atom_v);
+    return follows;
+  }
+
+  /// A prefill rank says how its instance's rooms find their DP group; the
+  /// routing in force comes back. Raises ValueError when the bootstrap
+  /// refuses it (its other ranks said otherwise) or cannot be reached.
+  bool say_dp_routing(const std::string& host, uint16_t port, bool follows, uint32_t timeout_ms) {
+    std::optional<bool> in_force;
+    auto why = ask_unlocked(
+        host, port, timeout_ms, [&](bool f) { in_force = f; }, dp_route_atom_v, follows);
+    if (!in_force)
+      throw py::value_error("DP routing at the bootstrap " + host + ":" + std::to_string(port) +
+                            ": " + why);
+    return *in_force;
+  }
+
+  /// A prefill rank registers that DP group `group` serves room `room`.
+  /// Raises ValueError naming the values when the bootstrap refuses it or
+  /// cannot be reached.
+  void register_room_dp_group(const std::string& host, uint16_t port, uint64_t room, uint32_t group,
+                              uint32_t timeout_ms) {
+    bool done = false;
+    auto why = ask_unlocked(
+        host, port, timeout_ms, [&](bool) { done = true; }, dp_route_atom_v, room, group);
+    if (!done)
+      throw py::value_error("room " + std::to_string(room) + "'s DP group " +
+                            std::to_string(group) + " at the bootstrap " + host + ":" +
+                            std::to_string(port) + ": " + why);
+  }
+
+  /// The DP groups of those of `rooms` a prefill rank registered, as
+  /// {room: group}; empty when the bootstrap cannot be reached.
+  std::map<uint64_t, uint32_t> query_room_dp_groups(const std::string& host, uint16_t port,
+                                                    std::vector<uint64_t> rooms,
+                                                    uint32_t timeout_ms) {
+    py::gil_scoped_release unlocked;
+    std::map<uint64_t, uint32_t> out;
+    ask(
+        host, port, timeout_ms,
+        [&](room_dp_groups& g) {
+          for (size_t i = 0; i < g.rooms.size() && i < g.groups.size(); ++i)
+            out[g.rooms[i]] = g.groups[i];
+        },
+        room_dp_query{std::move(rooms)});
+    return out;
+  }
+
+  caf::actor_system& system() { return sys_; }
+
+ private:
+  /// The bootstrap published at host:port (through the TLS gateway where
+  /// the node has one), kept for the next ask; unset when it cannot be
+  /// reached within `timeout`.
+  bootstrap_actor bootstrap_at(caf::scoped_actor& self, const std::string& host, uint16_t port,
+                               std::chrono::milliseconds timeout) {
+    auto key = host + ":" + std::to_string(port);
+    {
+      std::lock_guard<std::mutex> guard{known_mx_};
+      if (auto i = known_.find(key); i != known_.end())
+        return i->second;
+    }
     bootstrap_actor boot;
     auto found = [&](caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
       if (ptr && sys_.assignable<bootstrap_actor>(ifs))
@@ -89,16 +166,46 @@ class node {
           .receive([&](const caf::node_id&, caf::strong_actor_ptr& ptr,
                        const std::set<std::string>& ifs) { found(ptr, ifs); },
                    failed);
-    if (!boot)
-      return std::nullopt;
-    std::optional<uint32_t> size;
-    self->request(boot, timeout, dp_group_atom_v).receive([&](uint32_t n) { size = n; }, failed);
-    return size;
+    if (boot) {
+      std::lock_guard<std::mutex> guard{known_mx_};
+      known_[key] = boot;
+    }
+    return boot;
   }
 
-  caf::actor_system& system() { return sys_; }
+  /// Asks the bootstrap at host:port `xs...` and hands the answer to
+  /// `on_answer`; returns why there is none ("" when there is). A bootstrap
+  /// that does not answer is looked up afresh next time. The caller has
+  /// released the GIL.
+  template <class OnAnswer, class... Ts>
+  std::string ask(const std::string& host, uint16_t port, uint32_t timeout_ms, OnAnswer on_answer,
+                  Ts&&... xs) {
+    auto timeout = std::chrono::milliseconds{timeout_ms};
+    caf::scoped_actor self{sys_};
+    auto boot = bootstrap_at(self, host, port, timeout);
+    if (!boot)
+      return "not reached within " + std::to_string(timeout_ms) + " ms";
+    std::string why;
+    bool refused = false;  // the bootstrap's own answer, not a lost one
+    self->request(boot, timeout, std::forward<Ts>(xs)...).receive(on_answer, [&](caf::error& err) {
+      why = sys_.render(err);
+      refused = err.category() == error_category;
+    });
+    if (!why.empty() && !refused) {
+      std::lock_guard<std::mutex> guard{known_mx_};
+      known_.erase(host + ":" + std::to_string(port));
+    }
+    return why;
+  }
 
- private:
+  /// The same, releasing the GIL itself.
+  template <class OnAnswer, class... Ts>
+  std::string ask_unlocked(const std::string& host, uint16_t port, uint32_t timeout_ms,
+                           OnAnswer on_answer, Ts&&... xs) {
+    py::gil_scoped_release unlocked;
+    return ask(host, port, timeout_ms, on_answer, std::forward<Ts>(xs)...);
+  }
+
   /// Publishes `whom` on host:port and keeps it until the node goes; a port
   /// that cannot be taken kills it and raises ValueError naming the port.
   template <class Handle>
@@ -117,6 +224,8 @@ class node {
   kvferry::config cfg_;
   caf::actor_system sys_;
   std::vector<caf::actor> served_;  ///< bootstraps and deciders, stopped with the node
+  std::mutex known_mx_;             ///< Python threads ask at once (SGLang's query executor)
+  std::map<std::string, bootstrap_actor> known_;  ///< bootstraps reached, by "host:port"
 };
 
 /// The bootstrap at host:port, or DP group `dp_group` behind it (-1: none).
@@ -259,6 +368,14 @@ PYBIND11_MODULE(_native, m) {
            py::arg("port"))
       .def("prefill_dp_size", &node::prefill_dp_size, py::arg("host"), py::arg("port"),
            py::arg("timeout_ms") = 1000)
+      .def("prefill_dp_routing", &node::prefill_dp_routing, py::arg("host"), py::arg("port"),
+           py::arg("timeout_ms") = 1000)
+      .def("say_dp_routing", &node::say_dp_routing, py::arg("host"), py::arg("port"),
+           py::arg("follows_room"), py::arg("timeout_ms") = 5000)
+      .def("register_room_dp_group", &node::register_room_dp_group, py::arg("host"),
+           py::arg("port"), py::arg("room"), py::arg("group"), py::arg("timeout_ms") = 5000)
+      .def("query_room_dp_groups", &node::query_room_dp_groups, py::arg("host"), py::arg("port"),
+           py::arg("rooms"), py::arg("timeout_ms") = 5000)
       .def("serve_decider", &node::serve_decider, py::arg("instance"), py::arg("tp_size"),
            py::arg("pp_size"), py::arg("host"), py::arg("port"));
 

@@ -6,6 +6,11 @@ Prefill TP 4 in two DP groups (attention TP 2 each, one KV head per rank)
 one bootstrap serves both prefill groups, each decode group has its decider on
 the decode bootstrap port + its group. A room moves from the prefill group the
 decode queue names to the decode group that holds it, byte for byte.
+
+A second pair routes rooms as SGLang does with a load_balance_method other
+than follow_bootstrap_room: each prefill rank registers its group for the
+room at the bootstrap, and the decode queue asks for it
+(CommonKVReceiver.query_prefill_dp_ranks, which the plugin hands to kvferry).
 """
 
 import socket
@@ -14,8 +19,9 @@ import time
 import numpy as np
 import pytest
 
+from kvferry import sglang_plugin
 from kvferry.sglang import (DPShape, KVBootstrapServer, KVManager, KVPoll, KVReceiver, KVSender,
-                            dp_shape)
+                            dp_shape, query_prefill_dp_ranks)
 from kvferry.rank_driver import Pool, ServerArgs, load_backend, page_values
 
 from test_sglang_backend import wait_for
@@ -47,10 +53,12 @@ def adjacent_free_ports(n):
     raise RuntimeError(f"no {n} adjacent free ports")
 
 
-def dp_args(tp, dp, port):
+def dp_args(tp, dp, port, load_balance_method=None):
     sa = ServerArgs(tp, port)
     sa.dp_size = dp
     sa.enable_dp_attention = True
+    if load_balance_method is not None:
+        sa.load_balance_method = load_balance_method
     return sa
 
 
@@ -62,8 +70,7 @@ def ensure_info(mgr, addr):
         time.sleep(0.05)
 
 
-@pytest.fixture(scope="module")
-def dp_pair():
+def make_pair(load_balance_method=None):
     boot = adjacent_free_ports(1)
     dec_port = adjacent_free_ports(2)
     server = KVBootstrapServer("127.0.0.1", boot)
@@ -71,7 +78,8 @@ def dp_pair():
     for tp_rank in range(4):  # global TP rank: group tp_rank // 2, attention rank tp_rank % 2
         pool = Pool(PAGES, 1, 2, tp_rank % 2, with_state=False)
         pre_pools.append(pool)
-        pre.append(KVManager(pool.kv_args(tp_rank), "prefill", dp_args(4, 2, boot), False))
+        pre.append(KVManager(pool.kv_args(tp_rank), "prefill",
+                             dp_args(4, 2, boot, load_balance_method), False))
     dec, dec_pools = [], []
     for group in range(2):  # decode's engine_rank is the attention rank; the group is SGLang's
         pool = Pool(PAGES, 2, 2, 0, with_state=False)
@@ -79,19 +87,40 @@ def dp_pair():
         args.system_dp_rank = group
         dec_pools.append(pool)
         dec.append(KVManager(args, "decode", dp_args(2, 2, dec_port), False))
-    yield dict(server=server, boot=boot, addr=f"127.0.0.1:{boot}", pre=pre, pre_pools=pre_pools,
-               dec=dec, dec_pools=dec_pools)
-    for m in pre + dec:
+    return dict(server=server, boot=boot, addr=f"127.0.0.1:{boot}", pre=pre, pre_pools=pre_pools,
+                dec=dec, dec_pools=dec_pools, lb=load_balance_method)
+
+
+@pytest.fixture(scope="module")
+def dp_pair():
+    p = make_pair()
+    yield p
+    for m in p["pre"] + p["dec"]:
         m.teardown()
 
 
-def move(p, room, pgroup, dgroup, src, dst, row, router_rank=False):
-    """One room from prefill group `pgroup` to decode group `dgroup`; the final polls."""
+@pytest.fixture(scope="module")
+def dp_registered():
+    """Prefill with load_balance_method round_robin: rooms are registered."""
+    p = make_pair("round_robin")
+    yield p
+    for m in p["pre"] + p["dec"]:
+        m.teardown()
+
+
+def move(p, room, pgroup, dgroup, src, dst, row, router_rank=False, query=False):
+    """One room from prefill group `pgroup` to decode group `dgroup`; the final polls.
+
+    query: as SGLang's decode queue does for registered rooms, the receiver
+    is made, the prefill senders register the room, and the decode side asks
+    the bootstrap for the room's group before init.
+    """
     addr = p["addr"]
     dmgr, dpool = p["dec"][dgroup], p["dec_pools"][dgroup]
     ensure_info(dmgr, addr)
     r = KVReceiver(dmgr, addr, room)
-    r.init(pgroup)
+    if not query:
+        r.init(pgroup)
     senders = []
     for a in range(2):
         mgr, pool = p["pre"][2 * pgroup + a], p["pre_pools"][2 * pgroup + a]
@@ -101,6 +130,11 @@ def move(p, room, pgroup, dgroup, src, dst, row, router_rank=False):
         pool.output_ids[row] = 9
         pool.bootstrap_room[row, 0] = room
         senders.append(KVSender(mgr, addr, room, req_has_disagg_prefill_dp_rank=router_rank))
+    if query:
+        assert r.poll() == KVPoll.Bootstrapping  # waits for its group, as SGLang's pending_reqs
+        found = query_prefill_dp_ranks(addr, [room, room + 1])
+        assert found == {str(room): pgroup}
+        r.init(found[str(room)])
     dpool.bootstrap_room[row] = 0
     wait_for([r], {KVPoll.WaitingForInput})
     r.send_metadata(np.asarray(dst, dtype=np.int32), row)
@@ -186,3 +220,80 @@ def test_a_prefill_dp_rank_out_of_range_fails_the_room_naming_it(dp_pair):
     assert r.poll() == KVPoll.Failed
     with pytest.raises(Exception, match="prefill_dp_rank 2; expected 0 to 1"):
         r.failure_exception()
+
+
+# -- rooms registered at the bootstrap (load_balance_method not follow_bootstrap_room) --
+
+def test_decode_learns_that_rooms_are_registered(dp_registered):
+    dmgr = dp_registered["dec"][0]
+    ensure_info(dmgr, dp_registered["addr"])
+    info = dmgr.prefill_info_table[dp_registered["addr"]]
+    assert info.dp_size == 2 and not info.follow_bootstrap_room
+    assert not dp_registered["pre"][0].rooms_follow
+
+
+@pytest.mark.parametrize("pgroup,dgroup", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_a_registered_room_moves_from_the_group_that_took_it(dp_registered, pgroup, dgroup):
+    # The room's number says nothing: room % 2 is the other group each time.
+    room = 6000 + 10 * (2 * pgroup + dgroup) + (1 - pgroup)
+    polls = move(dp_registered, room, pgroup, dgroup, [1, 2], [7, 8], 2 + dgroup, query=True)
+    assert polls == [KVPoll.Success] * 3
+
+
+def test_a_room_two_groups_register_fails_on_the_second(dp_registered):
+    p = dp_registered
+    first = KVSender(p["pre"][0], p["addr"], 6101)  # group 0 takes it
+    second = KVSender(p["pre"][2], p["addr"], 6101)  # group 1 asks for it too
+    assert first.poll() != KVPoll.Failed
+    assert second.poll() == KVPoll.Failed
+    with pytest.raises(Exception, match="room 6101 of prefill instance .* is served by DP group "
+                                        "0; refused DP group 1"):
+        second.failure_exception()
+    assert query_prefill_dp_ranks(p["addr"], [6101]) == {"6101": 0}
+    first.clear()
+    second.clear()
+    # The groups carry on.
+    assert move(p, 6103, 1, 0, [3], [9], 4, query=True) == [KVPoll.Success] * 3
+
+
+def test_a_room_no_prefill_rank_registers_fails_by_its_deadline(dp_registered, monkeypatch):
+    monkeypatch.setenv("KVFERRY_DP_RESOLVE_TIMEOUT_S", "0.3")
+    p = dp_registered
+    ensure_info(p["dec"][0], p["addr"])
+    r = KVReceiver(p["dec"][0], p["addr"], 6201)
+    assert query_prefill_dp_ranks(p["addr"], [6201]) == {}
+    assert r.poll() == KVPoll.Bootstrapping
+    time.sleep(0.4)
+    assert r.poll() == KVPoll.Failed
+    with pytest.raises(Exception, match="room 6201: its prefill DP group was not resolved in 0.3 s"):
+        r.failure_exception()
+    r.clear()
+
+
+def test_a_prefill_rank_that_contradicts_the_routing_is_refused(dp_registered):
+    p = dp_registered
+    pool = Pool(PAGES, 1, 2, 0, with_state=False)
+    with pytest.raises(ValueError, match="routes rooms to DP groups by registered rooms as its "
+                                         "ranks said; refused a rank's follow_bootstrap_room"):
+        KVManager(pool.kv_args(0), "prefill", dp_args(4, 2, p["boot"]), False)
+    # The instance carries on.
+    assert move(p, 6301, 0, 1, [5], [10], 5, query=True) == [KVPoll.Success] * 3
+
+
+def test_the_plugin_hands_kvferry_bootstraps_to_kvferry(dp_registered):
+    p = dp_registered
+    ensure_info(p["dec"][0], p["addr"])
+    s = KVSender(p["pre"][2], p["addr"], 6401)  # group 1 registers the room
+    called = []
+
+    def sglang_http_query(addr, rooms):
+        called.append(addr)
+        return {"from": "sglang"}
+
+    hook = sglang_plugin._query_prefill_dp_ranks
+    assert hook(sglang_http_query, p["addr"], [6401]) == {"6401": 1}
+    assert called == []
+    assert hook(sglang_http_query, "127.0.0.1:1", [6401]) == {"from": "sglang"}
+    assert called == ["127.0.0.1:1"]
+    s.abort()
+    s.clear()

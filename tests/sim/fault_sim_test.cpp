@@ -1,6 +1,7 @@
 // The deterministic fault simulation (see tests/support/fault_sim.hpp): every
 // fault at every step of the room protocol, then random interleavings and
-// random faults over many seeds. Each run prints how many scenarios it
+// random faults over many seeds, for three TP mappings and for DP attention
+// (the room's groups beside a group that must be spared). Each run prints how many scenarios it
 // checked; a failure names the scenario (mapping, fault, step, seed), and
 // KVFERRY_SIM_SEED=<seed> replays one seed of the random run.
 #include "tests/support/caf_catch.hpp"  // first
@@ -18,9 +19,10 @@ namespace {
 
 struct mapping {
   uint32_t p, d;
+  bool dp = false;  ///< the room's instances are DP group 1 of 2 (see scenario::dp)
 };
 
-constexpr mapping mappings[] = {{2, 2}, {1, 4}, {4, 1}};
+constexpr mapping mappings[] = {{2, 2}, {1, 4}, {4, 1}, {2, 2, true}};
 
 struct tally {
   size_t scenarios = 0;
@@ -55,17 +57,18 @@ uint64_t env_or(const char* name, uint64_t fallback) {
 TEST_CASE("fault simulation: every fault at every step of the protocol", "[sim]") {
   tally t;
   for (auto m : mappings) {
-    scenario clean{m.p, m.d, {}, 0};
+    scenario clean{m.p, m.d, {}, 0, m.dp};
     auto base = run(clean);
     t.add(clean, base);
     REQUIRE(base.violations.empty());
     auto faults = every_fault(m.p, m.d, base.steps);
     for (auto& f : faults) {
-      scenario s{m.p, m.d, {f}, 0};
+      scenario s{m.p, m.d, {f}, 0, m.dp};
       t.add(s, run(s));
     }
-    std::cout << "fault simulation, TP " << m.p << "->" << m.d << ": " << base.steps
-              << " protocol steps, " << faults.size() << " faults checked" << std::endl;
+    std::cout << "fault simulation, TP " << m.p << "->" << m.d
+              << (m.dp ? " in DP group 1 of 2" : "") << ": " << base.steps << " protocol steps, "
+              << faults.size() << " faults checked" << std::endl;
   }
   std::cout << "fault simulation: " << t.scenarios << " scenarios checked, " << t.failures.size()
             << " violations" << std::endl;
@@ -77,15 +80,17 @@ TEST_CASE("fault simulation: random interleavings and faults over many seeds", "
   auto only = env_or("KVFERRY_SIM_SEED", 0);
   tally t;
   for (auto m : mappings) {
-    auto steps = run(scenario{m.p, m.d, {}, 0}).steps;
+    auto steps = run(scenario{m.p, m.d, {}, 0, m.dp}).steps;
     for (uint64_t k = 1; k <= seeds; ++k) {
-      auto seed = only != 0 ? only : (uint64_t{m.p} << 40) ^ (uint64_t{m.d} << 32) ^ k;
+      auto seed = only != 0
+                      ? only
+                      : (uint64_t{m.dp} << 48) ^ (uint64_t{m.p} << 40) ^ (uint64_t{m.d} << 32) ^ k;
       std::mt19937_64 rng{seed};
       auto draw = [&](uint64_t n) {
         return std::uniform_int_distribution<uint64_t>{0, n - 1}(rng);
       };
       // One or two faults, at random steps; a cut-off part may heal early.
-      scenario s{m.p, m.d, {}, seed};
+      scenario s{m.p, m.d, {}, seed, m.dp};
       for (uint64_t n = 1 + draw(2); n > 0; --n) {
         fault f;
         f.kind = static_cast<fault_kind>(draw(4));

@@ -16,6 +16,8 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr uint64_t room_id = 7;
+/// DP scenarios: the room of DP group 0, which every fault must spare.
+constexpr uint64_t spared_room = 8;
 constexpr uint32_t src_aux = 1;
 constexpr uint32_t dst_aux = 2;
 const std::vector<uint32_t> src_pages{1, 2, 3, 4};
@@ -80,8 +82,20 @@ class world : public instance_fixture {
                      [](auto& a, auto& b) { return a.step < b.step; });
   }
 
+  ~world() override {
+    spared_ = {};
+    spared_prefill_ = {};
+    spared_decode_ = {};
+    if (spared_dec_)
+      caf::anon_send_exit(spared_dec_, caf::exit_reason::kill);
+    sched.run();
+  }
+
   report play() {
-    start(s_.prefill_tp, 1, s_.decode_tp, 1, false);
+    if (s_.dp)
+      start_dp();
+    else
+      start(s_.prefill_tp, 1, s_.decode_tp, 1, false);
     settle();  // registration and the decider's membership
     open();
     settle();  // handshake, destination pages, requests
@@ -106,17 +120,23 @@ class world : public instance_fixture {
     check_terminal(true);
     check_agreement(true);
     check_bytes();
+    check_spared();
     // The schedulers clear the room everywhere; everything is given back.
     for (auto& s : h_.senders)
       s.clear();
     for (auto& r : h_.receivers)
       r.clear();
+    if (s_.dp) {
+      spared_.senders.front().clear();
+      spared_.receivers.front().clear();
+    }
     settle();
     pass(bound);
     track_releases();
     check_released();
     check_no_write_after_release();
     check_leaks();
+    check_spared_leaks();
     return std::move(rep_);
   }
 
@@ -200,7 +220,96 @@ class world : public instance_fixture {
     settle();
   }
 
+  // -- DP attention: the room's groups beside a spared one -------------------
+
+  /// Group 1 of each side is the room's (the fixture's ranks); group 0 is one
+  /// prefill rank behind the same bootstrap and one decode rank with its own
+  /// decider. The groups' bootstraps exist before any rank asks, so that a
+  /// strike at any step finds the room's.
+  void start_dp() {
+    dp_group = 1;
+    dp_size = 2;
+    boot = sys.spawn(bootstrap, std::string{"prefill-0"}, uint64_t{3});
+    auto rh = self->request(boot, caf::infinite, dp_group_atom_v, uint32_t{1}, uint32_t{2});
+    sched.run();
+    rh.receive([&](caf::strong_actor_ptr& p) { group_boot_ = caf::actor_cast<bootstrap_actor>(p); },
+               [](caf::error&) {});
+    REQUIRE(group_boot_);
+    dec = sys.spawn(decider, std::string{"decode-0"}, s_.decode_tp, 1u, uint64_t{4}, limits);
+    spared_dec_ = sys.spawn(decider, std::string{"decode-0/dp0"}, 1u, 1u, uint64_t{5}, limits);
+    for (uint32_t t = 0; t < s_.prefill_tp; ++t)
+      prefill.push_back(make(role::prefill, t, s_.prefill_tp, 0, 1, prefill.size()));
+    for (uint32_t t = 0; t < s_.decode_tp; ++t)
+      decode.push_back(make(role::decode, t, s_.decode_tp, 0, 1, decode.size()));
+    spared_prefill_ = make(role::prefill, 0, 1, 0, 1, 100, group0());
+    spared_decode_ = make(role::decode, 0, 1, 0, 1, 101, group0(),
+                          decider_locator{spared_dec_, "", 0}, "decode-0/dp0");
+  }
+
+  bootstrap_locator group0() const { return bootstrap_locator{boot, "", 0, 0, 2}; }
+
+  /// Whether DP group 0 heard of the room (checked after every delivery).
+  void check_isolated() {
+    if (!s_.dp || isolation_broken_)
+      return;
+    auto& p = state_of<prefill_rank_state>(spared_prefill_.rt->prefill());
+    auto& d = state_of<decode_rank_state>(spared_decode_.rt->decode());
+    if (p.rooms.count(room_id) == 0 && d.rooms.count(room_id) == 0)
+      return;
+    isolation_broken_ = true;
+    violation(std::string{"isolation: DP group 0's "} +
+              (p.rooms.count(room_id) ? "prefill" : "decode") + " rank holds room 7 of group 1");
+  }
+
+  /// DP group 0's room: Success on both of its ranks, byte for byte, whatever
+  /// struck group 1 (FIFO delivery); with random delivery, one conclusion.
+  void check_spared() {
+    if (!s_.dp)
+      return;
+    auto& s = spared_.senders.front();
+    auto& r = spared_.receivers.front();
+    if (s_.seed != 0) {
+      // Random delivery with clock steps can starve group 0's own
+      // heartbeats: its room must then conclude alike on both its ranks.
+      if (s.poll() != r.poll() ||
+          (s.poll() == kv_poll::failed && (!s.failure() || !r.failure() ||
+                                           s.failure()->why != r.failure()->why)))
+        violation("spared: DP group 0's ranks concluded room 8 differently: prefill " +
+                  to_string(s.poll()) + ", decode " + to_string(r.poll()));
+      return;
+    }
+    for (auto [name, state, why] : {std::tuple{"prefill", s.poll(), s.failure()},
+                                    std::tuple{"decode", r.poll(), r.failure()}})
+      if (state != kv_poll::success)
+        violation(std::string{"spared: DP group 0's "} + name + " rank concluded room 8 " +
+                  to_string(state) + (why ? ": " + to_string(why->why) : std::string{}));
+    if (r.poll() == kv_poll::success &&
+        !spared_decode_.pool->holds_room(seed, spared_room, dst_pages, dst_aux))
+      violation("spared: DP group 0's decode rank concluded room 8 without its exact bytes");
+  }
+
+  void check_spared_leaks() {
+    if (!s_.dp)
+      return;
+    if (!spared_.senders.front().released() || !spared_.receivers.front().released())
+      violation("leak: DP group 0 never released room 8's pages after it was cleared");
+    auto& p = state_of<prefill_rank_state>(spared_prefill_.rt->prefill());
+    auto& d = state_of<decode_rank_state>(spared_decode_.rt->decode());
+    if (!p.rooms.empty() || !d.rooms.empty() || state_of<decider_state>(spared_dec_).book.size())
+      violation("leak: DP group 0 keeps " + std::to_string(p.rooms.size()) + " prefill rooms, " +
+                std::to_string(d.rooms.size()) + " decode rooms, " +
+                std::to_string(state_of<decider_state>(spared_dec_).book.size()) +
+                " decider rooms");
+  }
+
   void open() {
+    if (s_.dp) {
+      spared_.receivers.push_back(spared_decode_.rt->make_receiver(spared_room, group0()));
+      spared_.receivers.back().init(dst_pages, dst_aux);
+      spared_prefill_.pool->fill_room(seed, spared_room, src_pages, src_aux);
+      spared_.senders.push_back(spared_prefill_.rt->make_sender(spared_room));
+      spared_.senders.back().init(static_cast<uint32_t>(src_pages.size()), src_aux);
+    }
     for (auto& r : decode) {
       h_.receivers.push_back(r.rt->make_receiver(room_id, where()));
       h_.receivers.back().init(dst_pages, dst_aux);
@@ -220,6 +329,8 @@ class world : public instance_fixture {
 
   void send_chunk(const std::vector<uint32_t>& pages, bool last) {
     for (auto& s : h_.senders)
+      s.send(pages, last);
+    for (auto& s : spared_.senders)
       s.send(pages, last);
   }
 
@@ -247,13 +358,13 @@ class world : public instance_fixture {
       case target::decider:
         out.push_back(caf::actor_cast<caf::actor>(dec));
         break;
-      case target::bootstrap:
-        out.push_back(caf::actor_cast<caf::actor>(boot));
+      case target::bootstrap:  // with DP groups: the room's group's
+        out.push_back(caf::actor_cast<caf::actor>(s_.dp ? group_boot_ : boot));
         break;
       case target::prefill_node:
         for (auto& r : prefill)
           add_prefill(r);
-        out.push_back(caf::actor_cast<caf::actor>(boot));
+        out.push_back(caf::actor_cast<caf::actor>(s_.dp ? group_boot_ : boot));
         break;
       case target::decode_node:
         for (auto& r : decode)
@@ -389,6 +500,7 @@ class world : public instance_fixture {
   /// After every delivery: who concluded now, and with or without a decider.
   void observe() {
     track_releases();
+    check_isolated();
     auto look = [&](bool prefill_side, size_t k, const auto& handle, const auto& actor) {
       auto& seen = prefill_side ? prefill_seen_ : decode_seen_;
       auto& alone = prefill_side ? prefill_alone_ : decode_alone_;
@@ -547,6 +659,12 @@ class world : public instance_fixture {
   }
 
   scenario s_;
+  // DP scenarios: the room's group's bootstrap, and DP group 0 with its room.
+  bootstrap_actor group_boot_;
+  decider_actor spared_dec_;
+  rank spared_prefill_, spared_decode_;
+  room_handles spared_;
+  bool isolation_broken_ = false;
   std::mt19937_64 rng_;
   report rep_;
   room_handles h_;
@@ -563,7 +681,8 @@ class world : public instance_fixture {
 }  // namespace
 
 std::string to_string(const scenario& s) {
-  auto out = "TP " + std::to_string(s.prefill_tp) + "->" + std::to_string(s.decode_tp) + ", ";
+  auto out = "TP " + std::to_string(s.prefill_tp) + "->" + std::to_string(s.decode_tp) +
+             (s.dp ? " in DP group 1 of 2" : "") + ", ";
   if (s.strikes.empty())
     out += "no fault, ";
   for (auto& f : s.strikes) {

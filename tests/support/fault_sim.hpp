@@ -43,6 +43,12 @@ struct scenario {
   /// 0: FIFO delivery. Otherwise the next actor to run, and when the clock
   /// moves between deliveries, are drawn from this seed.
   uint64_t seed = 0;
+  /// DP attention: the room's instances are DP group 1 of 2 of each side,
+  /// behind one bootstrap, and the faults strike group 1 (its bootstrap is
+  /// the group's). Group 0 (one prefill rank behind the same bootstrap, one
+  /// decode rank with a decider of its own) moves a room of its own at the
+  /// same time: it must never hear of the room, and always succeed.
+  bool dp = false;
 };
 
 struct report {
@@ -51,7 +57,7 @@ struct report {
   std::vector<std::string> violations;
 };
 
-/// "TP 2->2, kill decode rank 1 at step 40, seed 0".
+/// "TP 2->2, kill decode rank 1 at step 40, seed 0" ("TP 2->2 in DP group 1 of 2, ...").
 std::string to_string(const scenario& s);
 
 /// Runs one scenario in a fresh actor system and checks it.

@@ -222,14 +222,20 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
     return h;
   }
 
- private:
-  rank make(role side, uint32_t t, uint32_t tp, uint32_t s, uint32_t pp, size_t index) {
+ protected:
+  /// A rank of `side` at (t, s) of tp x pp; `index` picks its fault plan.
+  /// By default it belongs to this fixture's instances ("prefill-0" behind
+  /// where(), "decode-0" with `dec`); `at`, `via` and `instance` place it
+  /// elsewhere (another DP group, another decider).
+  rank make(role side, uint32_t t, uint32_t tp, uint32_t s, uint32_t pp, size_t index,
+            std::optional<bootstrap_locator> at = std::nullopt,
+            std::optional<decider_locator> via = std::nullopt, std::string instance = {}) {
     rank r;
     r.pool = std::make_unique<apps::host_pool>(shape, page_size, pool_pages, aux_rows, 64,
                                                apps::rank_place{t, tp, s, pp}, states);
     rank_options o;
     o.side = side;
-    o.instance = side == role::prefill ? "prefill-0" : "decode-0";
+    o.instance = !instance.empty() ? instance : side == role::prefill ? "prefill-0" : "decode-0";
     o.tp_rank = t;
     o.tp_size = tp;
     o.pp_rank = s;
@@ -245,8 +251,8 @@ struct instance_fixture : test_coordinator_fixture<instance_config> {
     o.staging = staging;
     o.checksum = checksum;
     o.wait_on_stop = false;
-    o.bootstrap = where();
-    o.decider = decider_locator{dec, "", 0};
+    o.bootstrap = at ? *at : where();
+    o.decider = via ? *via : decider_locator{dec, "", 0};
     auto& plans = side == role::prefill ? faults : decode_faults;
     if (auto f = plans.find(index); f != plans.end())
       o.wrap_transport = [plan = f->second](std::unique_ptr<transport::transport> inner) {

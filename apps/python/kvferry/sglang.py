@@ -24,8 +24,9 @@ Where things live, from server_args only:
     own ("prefill@host:port/dp<g>"); decode group g's decider is served by
     the group's first rank on the decode bootstrap port + g. A room goes to
     the prefill group SGLang's decode queue names in init(prefill_dp_rank)
-    (the router's, or bootstrap_room % dp_size), and no rank of another group
-    hears of it.
+    (the router's, bootstrap_room % dp_size, or the group a prefill rank
+    registered for the room at the bootstrap when its load_balance_method is
+    not follow_bootstrap_room), and no rank of another group hears of it.
 
 poll() is one atomic load in C++ (no lock, no actor call); failure_exception()
 raises KVTransferError with the room and the one cause every rank reports.
@@ -329,12 +330,15 @@ class KVManager(BaseKVManager):
 
         self.dp = dp_shape(args, server_args, self.role)
         self.dp_size, self.dp_group = self.dp.dp_size, self.dp.group
-        if self.dp_size > 1 and os.environ.get("SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK",
-                                               "").lower() in ("1", "true", "yes"):
-            raise ValueError("SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK is set with "
-                             f"dp_size {self.dp_size}: kvferry routes a room to the prefill DP "
-                             "group the router names or to bootstrap_room % dp_size; expected it "
-                             "unset")
+        # How a room finds its prefill DP group without the router's rank:
+        # bootstrap_room % dp_size, or (another load_balance_method, or
+        # SGLang's force flag) the group the prefill rank registers for it.
+        self.load_balance_method = str(_arg(server_args, "load_balance_method",
+                                            "follow_bootstrap_room"))
+        self.force_query = os.environ.get("SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK",
+                                          "").lower() in ("1", "true", "yes")
+        self.rooms_follow = (self.load_balance_method == "follow_bootstrap_room"
+                             and not self.force_query)
         self.tp_size = self.dp.tp_size  # the DP group's attention TP
         self.pp_size = int(_arg(server_args, "pp_size", 1))
         self.tp_rank = self.dp.tp_rank
@@ -404,6 +408,8 @@ class KVManager(BaseKVManager):
         if self.role == "prefill":
             host = _arg(server_args, "host", "127.0.0.1")
             self.instance = prefill_instance_name(host, self.bootstrap_port) + group
+            if self.dp_size > 1:
+                self._say_dp_routing(node)
             where = dict(bootstrap_host=self.service_host, bootstrap_port=self.bootstrap_port,
                          control_host=self.host,
                          bootstrap_dp_group=-1 if self.dp_group is None else self.dp_group,
@@ -447,6 +453,35 @@ class KVManager(BaseKVManager):
                              f"bytes ({dtype})")
         return dtype
 
+    def _say_dp_routing(self, node):
+        """Prefill with DP groups: tells the bootstrap how rooms find their group.
+
+        Said before the rank registers, so that a decode rank that sees a
+        registered rank also sees the routing. Retried while the bootstrap
+        starts (up to $KVFERRY_BOOTSTRAP_WAIT_S, 30 s); a routing the
+        instance's other ranks contradict is refused, naming both.
+        """
+        wait = float(os.environ.get("KVFERRY_BOOTSTRAP_WAIT_S", "30"))
+        end = time.monotonic() + wait
+        while True:
+            try:
+                node.say_dp_routing(self.service_host, self.bootstrap_port, self.rooms_follow, 500)
+                return
+            except ValueError as e:
+                if "not reached" not in str(e) or time.monotonic() >= end:
+                    raise ValueError(f"{self.instance}: load_balance_method "
+                                     f"{self.load_balance_method!r}: {e}") from None
+                time.sleep(0.1)
+
+    def register_room(self, room: int) -> Optional[str]:
+        """Prefill: registers this rank's DP group for `room` (None, or why not)."""
+        try:
+            process_node().register_room_dp_group(self.service_host, self.bootstrap_port,
+                                                  int(room), int(self.dp_group))
+            return None
+        except ValueError as e:
+            return str(e)
+
     def register_to_bootstrap(self):
         """The rank registered with its bootstrap when it started (it retries on its own)."""
 
@@ -459,11 +494,18 @@ class KVManager(BaseKVManager):
         if bootstrap_addr in self.prefill_info_table:
             return True
         host, port = split_addr(bootstrap_addr)
-        groups = process_node().prefill_dp_size(host, port, 500)
+        node = process_node()
+        groups = node.prefill_dp_size(host, port, 500)
         if not groups:  # unreachable, or no prefill rank registered yet: SGLang asks again
             return False
+        follows = True
+        if groups > 1:
+            follows = node.prefill_dp_routing(host, port, 500)
+            if follows is None:
+                return False
         self.prefill_info_table[bootstrap_addr] = PrefillInfo(
-            dp_size=int(groups), follow_bootstrap_room=True, page_size=self.page_size)
+            dp_size=int(groups), follow_bootstrap_room=bool(follows), page_size=self.page_size)
+        _known_bootstraps.add(bootstrap_addr)
         return True
 
     def prefill_groups(self, bootstrap_addr: str) -> int:
@@ -607,14 +649,20 @@ class KVSender(_Room, BaseKVSender):
         self._prefix_popped = False
         self._native = mgr.rank.sender(self.bootstrap_room)
         dp, group = mgr.dp_size, mgr.dp_group
-        if dp > 1 and not req_has_disagg_prefill_dp_rank and self.bootstrap_room % dp != group:
-            # Decode names the group bootstrap_room % dp_size: a room another
-            # group holds would wait for ranks that never hear of it.
-            self._error = (f"follow_bootstrap_room conflict: dispatched to dp_rank {group} but "
-                           f"bootstrap_room {self.bootstrap_room} implies dp_rank "
-                           f"{self.bootstrap_room % dp}; expected load_balance_method "
-                           "follow_bootstrap_room or the router's prefill_dp_rank")
-            self._native.abort()
+        if dp > 1 and not req_has_disagg_prefill_dp_rank:
+            if not mgr.rooms_follow:
+                # Decode asks the bootstrap which group holds the room.
+                self._error = mgr.register_room(self.bootstrap_room)
+            elif self.bootstrap_room % dp != group:
+                # Decode names the group bootstrap_room % dp_size: a room
+                # another group holds would wait for ranks that never hear of it.
+                self._error = (f"follow_bootstrap_room conflict: dispatched to dp_rank {group} "
+                               f"but bootstrap_room {self.bootstrap_room} implies dp_rank "
+                               f"{self.bootstrap_room % dp}. Set "
+                               "SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK=1 to allow "
+                               "mixed routing.")
+            if self._error is not None:
+                self._native.abort()
 
     def init(self, num_kv_indices, aux_index=None):
         if self._total is not None:
@@ -692,6 +740,20 @@ class KVReceiver(_Room, BaseKVReceiver):
         self.bootstrap_infos = []
         self._where = split_addr(bootstrap_addr)
         self._metadata_sent = False
+        # SGLang's decode queue calls init() once it knows the room's prefill
+        # DP group; a room no prefill rank registers fails by this deadline
+        # instead of waiting without a bound.
+        self._resolve_by = time.monotonic() + float(
+            os.environ.get("KVFERRY_DP_RESOLVE_TIMEOUT_S", "60"))
+
+    def poll(self):
+        if (self._native is None and self._error is None
+                and time.monotonic() > self._resolve_by):
+            self._error = (f"room {self.bootstrap_room}: its prefill DP group was not resolved "
+                           f"in {os.environ.get('KVFERRY_DP_RESOLVE_TIMEOUT_S', '60')} s: no "
+                           f"prefill rank of the instance at {self.bootstrap_addr} registered "
+                           "the room, and the router named no prefill_dp_rank")
+        return _Room.poll(self)
 
     def init(self, prefill_dp_rank=0):
         if self._native is not None or self._error is not None:
@@ -738,6 +800,33 @@ class KVReceiver(_Room, BaseKVReceiver):
         # The first page's tokens below the prefix stay as they are.
         held = (prefix % mgr.page_size) * mgr.kv_page_bytes // mgr.page_size if pages else 0
         self._bytes = len(pages) * mgr.kv_page_bytes - held + mgr.aux_row_bytes
+
+
+# Bootstraps a kvferry decode manager of this process resolved: SGLang's
+# CommonKVReceiver.query_prefill_dp_ranks asks kvferry for these (the
+# plugin's hook) and SGLang's own HTTP bootstrap for any other.
+_known_bootstraps = set()
+QUERY_BATCH = 65536
+
+
+def is_kvferry_bootstrap(bootstrap_addr) -> bool:
+    return bootstrap_addr in _known_bootstraps
+
+
+def query_prefill_dp_ranks(bootstrap_addr: str, bootstrap_rooms) -> dict:
+    """The prefill DP group of each room a prefill rank registered, as SGLang's
+    CommonKVReceiver.query_prefill_dp_ranks answers: {"<room>": group}
+    (rooms not registered are absent; {} when the bootstrap is unreachable)."""
+    host, port = split_addr(bootstrap_addr)
+    rooms = [int(r) for r in bootstrap_rooms]
+    for r in rooms:
+        if not 0 <= r < 2**64:
+            raise ValueError(f"bootstrap_room {r}; expected an int from 0 to 2**64-1")
+    out = {}
+    for i in range(0, len(rooms), QUERY_BATCH):  # the bootstrap answers at most this many at once
+        found = process_node().query_room_dp_groups(host, port, rooms[i:i + QUERY_BATCH])
+        out.update({str(room): int(group) for room, group in found.items()})
+    return out
 
 
 class KVBootstrapServer(BaseKVBootstrapServer):

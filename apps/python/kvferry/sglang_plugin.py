@@ -17,7 +17,13 @@ kvferry:
 * ``sglang.srt.disaggregation.utils.get_kv_class`` is wrapped
   (``HookType.AROUND``): for kvferry it hands back ``kvferry.sglang``'s
   KVArgs, KVManager, KVSender, KVReceiver and KVBootstrapServer, and passes
-  every other backend to SGLang's own function.
+  every other backend to SGLang's own function;
+* ``CommonKVReceiver.query_prefill_dp_ranks`` is wrapped (``HookType.AROUND``):
+  SGLang's decode queue calls it, by that class's name whatever the backend,
+  for the prefill DP group of rooms the router gave no rank when the prefill
+  instance does not follow bootstrap_room. For a bootstrap a kvferry decode
+  manager resolved it asks kvferry's bootstrap; every other address goes to
+  SGLang's own HTTP query.
 
 ``SGLANG_PLUGINS=kvferry`` (SGLang's filter) loads this plugin alone. Nothing
 here imports SGLang at module level: ``import kvferry`` works without it.
@@ -32,6 +38,7 @@ logger = logging.getLogger(__name__)
 BACKEND = "kvferry"
 _MEMBER = "KVFERRY"
 _UTILS = "sglang.srt.disaggregation.utils"
+_CONN = "sglang.srt.disaggregation.common.conn"
 
 _registered = False
 
@@ -89,6 +96,15 @@ def _get_kv_class(original_fn, transfer_backend, class_type, *args, **kwargs):
     return original_fn(transfer_backend, class_type, *args, **kwargs)
 
 
+def _query_prefill_dp_ranks(original_fn, bootstrap_addr, bootstrap_rooms, *args, **kwargs):
+    """AROUND hook of CommonKVReceiver.query_prefill_dp_ranks: kvferry's bootstraps."""
+    from kvferry import sglang as backend
+
+    if backend.is_kvferry_bootstrap(bootstrap_addr):
+        return backend.query_prefill_dp_ranks(bootstrap_addr, bootstrap_rooms)
+    return original_fn(bootstrap_addr, bootstrap_rooms, *args, **kwargs)
+
+
 def _add_cli_choice() -> None:
     try:
         from sglang.srt.arg_groups.choices import (
@@ -119,5 +135,7 @@ def register() -> None:
     if extended is not utils.TransferBackend:
         HookRegistry.register(f"{_UTILS}.TransferBackend", extended, HookType.REPLACE)
     HookRegistry.register(f"{_UTILS}.get_kv_class", _get_kv_class, HookType.AROUND)
+    HookRegistry.register(f"{_CONN}.CommonKVReceiver.query_prefill_dp_ranks",
+                          _query_prefill_dp_ranks, HookType.AROUND)
     _registered = True
     logger.info("kvferry: registered transfer backend %r with SGLang", BACKEND)

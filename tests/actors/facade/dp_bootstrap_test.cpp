@@ -6,6 +6,8 @@
 #include "tests/support/instance_fixture.hpp"
 
 #include "actors/bootstrap/directory.hpp"
+#include "actors/bootstrap/room_routes.hpp"
+#include "messages/bootstrap.hpp"
 
 using namespace kvferry;
 using namespace kvferry::test;
@@ -36,6 +38,16 @@ struct dp_fixture : instance_fixture {
   }
 
   topology topology_of(const bootstrap_actor& b) { return answer<topology>(b, topology_atom_v); }
+
+  /// The refusal `b` answers to `xs...`, rendered ("" when it accepted).
+  template <class... Ts>
+  std::string refusal(const bootstrap_actor& b, Ts... xs) {
+    auto rh = self->request(b, caf::infinite, xs...);
+    sched.run();
+    std::string out;
+    rh.receive([](bool) {}, [&](caf::error& err) { out = sys.render(err); });
+    return out;
+  }
 };
 
 }  // namespace
@@ -158,4 +170,98 @@ TEST_CASE_METHOD(dp_fixture,
     rh.receive([](topology&) { FAIL("a DP group's bootstrap outlived its instance's"); },
                [](caf::error&) {});
   }
+}
+
+TEST_CASE_METHOD(dp_fixture,
+                 "DP attention without follow_bootstrap_room: a prefill rank registers a room's "
+                 "DP group, a decode rank asks for it, and the room moves from that group",
+                 "[actors][dp]") {
+  dp_group = 1;
+  dp_size = 2;
+  start(1, 1, 1, 1);
+  // Until a prefill rank says otherwise, rooms follow bootstrap_room % dp_size.
+  CHECK(answer<bool>(boot, dp_route_atom_v));
+  CHECK_FALSE(answer<bool>(boot, dp_route_atom_v, false));
+  CHECK_FALSE(answer<bool>(boot, dp_route_atom_v));
+  CHECK_FALSE(answer<bool>(boot, dp_route_atom_v, false));  // the same word again
+  CHECK_THAT(refusal(boot, dp_route_atom_v, true),
+             Catch::Contains("prefill instance prefill-0 routes rooms to DP groups by registered "
+                             "rooms as its ranks said; refused a rank's follow_bootstrap_room"));
+
+  // Room 76 is even, and served by group 1.
+  CHECK(answer<bool>(boot, dp_route_atom_v, uint64_t{76}, uint32_t{1}));
+  CHECK(answer<bool>(boot, dp_route_atom_v, uint64_t{76}, uint32_t{1}));  // every rank registers
+  CHECK_THAT(refusal(boot, dp_route_atom_v, uint64_t{76}, uint32_t{0}),
+             Catch::Contains("room 76 of prefill instance prefill-0 is served by DP group 1; "
+                             "refused DP group 0"));
+  CHECK_THAT(refusal(boot, dp_route_atom_v, uint64_t{77}, uint32_t{2}),
+             Catch::Contains("room 77 of prefill instance prefill-0: DP group 2; expected 0 to 1 "
+                             "(dp_size 2)"));
+  auto found = answer<room_dp_groups>(boot, room_dp_query{{75, 76, 77}});
+  CHECK(found.rooms == std::vector<uint64_t>{76});
+  CHECK(found.groups == std::vector<uint32_t>{1});
+
+  auto h = open_room(76, {0, 1}, {6, 7}, 1, 2, 1);
+  sched.run();
+  REQUIRE(h.receivers[0].poll() == kv_poll::success);
+  CHECK(decode[0].pool->holds_room(seed, 76, {6, 7}, 2));
+}
+
+TEST_CASE_METHOD(dp_fixture,
+                 "DP attention: a room's DP group registered before any rank said the DP size, "
+                 "and a query past the bound, are refused, naming why",
+                 "[actors][dp]") {
+  dp_group = bootstrap_locator::whole;  // a plain instance: no DP size said
+  start(1, 1, 1, 1);
+  CHECK_THAT(refusal(boot, dp_route_atom_v, uint64_t{80}, uint32_t{0}),
+             Catch::Contains("room 80 of prefill instance prefill-0: DP group 0 registered "
+                             "before any rank said the instance's DP size"));
+  auto found = answer<room_dp_groups>(boot, room_dp_query{{80}});
+  CHECK(found.rooms.empty());
+  // A query past the bound is refused whole, naming its size.
+  auto rh = self->request(boot, caf::infinite, room_dp_query{std::vector<uint64_t>(65537, 1)});
+  sched.run();
+  std::string why;
+  rh.receive([](room_dp_groups&) {}, [&](caf::error& err) { why = sys.render(err); });
+  CHECK_THAT(why, Catch::Contains("a query of the DP groups of 65537 rooms; expected at most "
+                                  "65536"));
+  // The instance serves its rooms as before.
+  auto h = open_room(81, {0, 1}, {6, 7}, 1, 2, 1);
+  sched.run();
+  CHECK(h.receivers[0].poll() == kv_poll::success);
+}
+
+TEST_CASE("DP routing: the rooms' groups, as plain logic", "[logic][dp]") {
+  using namespace std::chrono_literals;
+  room_routes routes{3, 10s};
+  auto s = [](int64_t n) { return n * 1'000'000'000; };
+  CHECK(routes.follows_room());
+  CHECK_FALSE(routes.set_follows_room(false, "p"));
+  CHECK_FALSE(routes.follows_room());
+  CHECK(*routes.set_follows_room(true, "p") ==
+        "prefill instance p routes rooms to DP groups by registered rooms as its ranks said; "
+        "refused a rank's follow_bootstrap_room (expected every rank of the instance with one "
+        "load_balance_method)");
+
+  CHECK_FALSE(routes.add(1, 0, 4, "p", s(0)));
+  CHECK_FALSE(routes.add(1, 0, 4, "p", s(1)));  // the same group: no change
+  CHECK(*routes.add(1, 3, 4, "p", s(1)) ==
+        "room 1 of prefill instance p is served by DP group 0; refused DP group 3 (two requests "
+        "with one bootstrap_room?)");
+  CHECK(*routes.add(2, 4, 4, "p", s(1)) ==
+        "room 2 of prefill instance p: DP group 4; expected 0 to 3 (dp_size 4)");
+  CHECK(routes.add(2, 0, 0, "p", s(1)).has_value());
+  CHECK_FALSE(routes.add(2, 2, 4, "p", s(2)));
+  CHECK_FALSE(routes.add(3, 3, 4, "p", s(3)));
+  using pairs = std::vector<std::pair<uint64_t, uint32_t>>;
+  CHECK(routes.find({3, 9, 1, 2}, s(3)) == pairs{{3, 3}, {1, 0}, {2, 2}});
+  // Full: the oldest room goes first.
+  CHECK_FALSE(routes.add(4, 1, 4, "p", s(4)));
+  CHECK(routes.evicted() == 1);
+  CHECK(routes.find({1, 4}, s(4)) == pairs{{4, 1}});
+  // By age: room 2 was registered at 2 s and is gone at 12 s; rooms 3 and 4 stay.
+  CHECK(routes.find({2, 3, 4}, s(12)) == pairs{{3, 3}, {4, 1}});
+  CHECK(routes.size() == 2);
+  CHECK(routes.find({3, 4}, s(14)).empty());
+  CHECK(routes.evicted() == 1);  // age is not counted as eviction
 }
