@@ -272,8 +272,8 @@ class world : public instance_fixture {
       // Random delivery with clock steps can starve group 0's own
       // heartbeats: its room must then conclude alike on both its ranks.
       if (s.poll() != r.poll() ||
-          (s.poll() == kv_poll::failed && (!s.failure() || !r.failure() ||
-                                           s.failure()->why != r.failure()->why)))
+          (s.poll() == kv_poll::failed &&
+           (!s.failure() || !r.failure() || s.failure()->why != r.failure()->why)))
         violation("spared: DP group 0's ranks concluded room 8 differently: prefill " +
                   to_string(s.poll()) + ", decode " + to_string(r.poll()));
       return;
