@@ -181,9 +181,13 @@ void check_beat(Self* self, DeciderOf decider_of, Settle settle) {
 /// for it within a heartbeat: that check is urgent, as the verdicts are, so
 /// a verdict the decider sent before its lease ran out is read first (a
 /// deadline is not urgent, and could overtake it). Without a decider,
-/// `settle(why)` concludes the room alone.
-template <class Self, class Room, class Decider, class Remind, class Settle>
-void verdict_overdue(Self* self, Room& room, const Decider& decider, Remind remind, Settle settle) {
+/// `settle(why)` concludes the room alone. `publish()` puts the room's new
+/// deadline (wait_longer) in the book: the fired one is gone from it, and a
+/// decider heard again before the check finds it silent would otherwise
+/// leave the room waiting for a verdict with no deadline at all.
+template <class Self, class Room, class Decider, class Remind, class Settle, class Publish>
+void verdict_overdue(Self* self, Room& room, const Decider& decider, Remind remind, Settle settle,
+                     Publish publish) {
   auto& st = self->state;
   auto& fsm = room.fsm();
   log().warn("{} {}", who(self), fsm.stuck_cause(room.key()));
@@ -199,6 +203,7 @@ void verdict_overdue(Self* self, Room& room, const Decider& decider, Remind remi
       return;
     case overdue_action::check_decider:
       arm_decider_check(self);
+      publish();
       return;
     case overdue_action::settle:
       settle(why);

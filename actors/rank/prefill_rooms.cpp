@@ -199,7 +199,8 @@ void on_deadline(self_ptr self, uint64_t id, uint64_t epoch) {
           self->send(decider, room_failure{room.key(), why});
           sync(self, room);
         },
-        [&](const failure& why) { settle(self, room, kv_poll::failed, why); });
+        [&](const failure& why) { settle(self, room, kv_poll::failed, why); },
+        [&] { sync(self, room); });
     return;
   }
   if (!decider) {

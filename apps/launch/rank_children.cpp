@@ -35,7 +35,7 @@ void relay(rank_child& ch, printer& p, bool all) {
 /// joins the work where its instance is).
 void spawn(rank_child& ch, bool again) {
   auto args = ch.argv;
-  if (again)
+  if (again && std::find(args.begin(), args.end(), "--restarted") == args.end())
     args.push_back("--restarted");
   ch.proc = std::make_unique<apps::child_process>(args);
   ch.printed = 0;
@@ -67,6 +67,14 @@ bool start_children(const cluster_spec& c, const node_spec& node, const node_opt
       argv.push_back("--decider-port=" + std::to_string(decider_port));
     if (opts.print_conclusions)
       argv.push_back("--print-conclusions");
+    // A prefill instance on a node that was restarted is a new incarnation
+    // that the decode side failed rooms of while it was away: its ranks open
+    // the rooms they are asked for, as a restarted rank does and as one
+    // process of the whole node does (instance_drive.cpp), not every room
+    // the clock says, which nobody would ask for and which would each hold
+    // a slot for a bootstrap deadline.
+    if (opts.restarted && s.role == instance_role::prefill)
+      argv.push_back("--restarted");
     auto& ch = out.emplace_back();
     ch.name = name;
     ch.instance = s.name;
