@@ -66,7 +66,8 @@ bool prefill_peer::handshake_done() const {
 }
 
 bool prefill_peer::come_up() {
-  bool was_down = phase == stage::down;
+  bool was_down = phase == stage::down || down_since_up;
+  down_since_up = false;
   phase = stage::ready;
   contact_lost.reset();
   probe_armed = false;
@@ -103,6 +104,7 @@ prefill_peer::went_down prefill_peer::go_down(failure cause,
     everyone = std::move(*survivors);
   if (out.fresh) {
     phase = stage::down;
+    down_since_up = true;
     out.dropped = drop_sources();
   }
   return out;

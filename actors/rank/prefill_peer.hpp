@@ -63,6 +63,7 @@ struct prefill_peer {
   bool decider_reached = false;  ///< the decider connected to its ranks (reach_peers)
   failure down_cause;            ///< phase down: what new rooms fail with
   bool probe_armed = false;      ///< phase down: a probe is scheduled
+  bool down_since_up = false;    ///< it went down, and has not come up since
   std::vector<participant> everyone;  ///< every rank of the instance: the room's prefill side
   std::vector<room_source> sources;   ///< the ranks this rank receives from
   std::map<rank_ref, prefill_rank_actor> handles;  ///< of the sources
@@ -91,7 +92,9 @@ struct prefill_peer {
   /// a handshake runs.
   bool handshake_done() const;
 
-  /// The handshake is done: it serves rooms. True if it was down before.
+  /// The handshake is done: it serves rooms. True if it went down since it
+  /// was last up (also when a verdict of lost contact moved it from down to
+  /// resolving since: the scheduler was told it down, and must hear it back).
   bool come_up();
 
   /// The pairing cannot work: rooms fail with `why`.

@@ -374,6 +374,40 @@ TEST_CASE("prefill peer: after lost contact, a lookup that fails means it is dow
   CHECK(cut.fail("no answer", false) == prefill_peer::retry::idle);
 }
 
+TEST_CASE("prefill peer: down, then lost contact, then up: it says it was down", "[logic][rank]") {
+  // The storm's sequence (issue 30): the instance went down (the scheduler's
+  // router was told, and sends its rooms elsewhere); a probe read a complete
+  // topology, whose handshake failed (its sources stay); a verdict of lost
+  // contact for an older room bound to the same rank moved it to resolving.
+  // The next handshake brings it up: that must read as back, or the router
+  // is never told and routes around a live instance for good.
+  prefill_peer peer;
+  rank_ref me{role::decode, "d", 2, 1, 0};
+  auto plan = peer.read(prefill_topology(2), me, layout(1, 2), {2, 1});
+  auto src = plan.sources[0].rank;
+  peer.go_down(failure{errc::instance_dead, "tp1 left", src}, std::nullopt);
+  peer.read(prefill_topology(2), me, layout(1, 2), {2, 1});
+  peer.in_flight = true;
+  CHECK(peer.fail("handshake: no answer", true) == prefill_peer::retry::probe);
+  REQUIRE(peer.same_sources(src));
+  peer.lose_contact(src);
+  REQUIRE(peer.phase == prefill_peer::stage::resolving);
+  peer.read(prefill_topology(2), me, layout(1, 2), {2, 1});
+  peer.in_flight = true;
+  peer.accept(src, false);
+  peer.decider_reached = true;
+  REQUIRE(peer.handshake_done());
+  CHECK(peer.come_up());
+  // Once said, up again is plain.
+  peer.lose_contact(src);
+  peer.read(prefill_topology(2), me, layout(1, 2), {2, 1});
+  peer.in_flight = true;
+  peer.accept(src, false);
+  peer.decider_reached = true;
+  REQUIRE(peer.handshake_done());
+  CHECK_FALSE(peer.come_up());
+}
+
 TEST_CASE("fence drains: quiet fences leave, and a stuck writer is cut off once", "[logic][rank]") {
   fence_drains drains;
   auto t0 = std::chrono::steady_clock::time_point{} + 1h;
