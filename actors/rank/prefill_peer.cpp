@@ -66,7 +66,7 @@ bool prefill_peer::handshake_done() const {
 }
 
 bool prefill_peer::come_up() {
-  bool was_down = phase == stage::down || down_since_up;
+  bool was_down = down_since_up;
   down_since_up = false;
   phase = stage::ready;
   contact_lost.reset();

@@ -63,7 +63,7 @@ struct prefill_peer {
   bool decider_reached = false;  ///< the decider connected to its ranks (reach_peers)
   failure down_cause;            ///< phase down: what new rooms fail with
   bool probe_armed = false;      ///< phase down: a probe is scheduled
-  bool down_since_up = false;    ///< it went down, and has not come up since
+  bool down_since_up = false;    ///< it went down (go_down), and has not come up since
   std::vector<participant> everyone;  ///< every rank of the instance: the room's prefill side
   std::vector<room_source> sources;   ///< the ranks this rank receives from
   std::map<rank_ref, prefill_rank_actor> handles;  ///< of the sources

@@ -67,6 +67,18 @@ topology prefill_topology(uint32_t tp_size, uint32_t page_size = 4) {
   return t;
 }
 
+/// A handshake of decode rank `me` (its layout `mine`) with a prefill
+/// instance of TP 2 read again: every source accepts it and the decider
+/// reached them.
+void handshake_again(prefill_peer& peer, const rank_ref& me, const kv_layout& mine) {
+  peer.read(prefill_topology(2), me, mine, {2, 1});
+  peer.in_flight = true;
+  for (auto& s : peer.sources)
+    peer.accept(s.rank, false);
+  peer.decider_reached = true;
+  REQUIRE(peer.handshake_done());
+}
+
 }  // namespace
 
 TEST_CASE("early arrivals: requests wait for the open, in order, one expiry per room",
@@ -319,11 +331,7 @@ TEST_CASE("prefill peer: going down voids the handshake and keeps a departure's 
   CHECK(peer.down_cause == dead);
   CHECK(peer.everyone.size() == 1);
   // Back: a handshake while down brings it up, and says it was down.
-  peer.read(prefill_topology(2), me, layout(0, 2), {2, 1});
-  peer.in_flight = true;
-  peer.accept(peer.sources[0].rank, false);
-  peer.decider_reached = true;
-  REQUIRE(peer.handshake_done());
+  handshake_again(peer, me, layout(0, 2));
   CHECK(peer.come_up());
   CHECK(peer.phase == prefill_peer::stage::ready);
 }
@@ -364,11 +372,7 @@ TEST_CASE("prefill peer: after lost contact, a lookup that fails means it is dow
   prefill_peer cut;
   cut.read(prefill_topology(2), me, layout(1, 2), {2, 1});
   cut.lose_contact(src);
-  cut.read(prefill_topology(2), me, layout(1, 2), {2, 1});
-  cut.in_flight = true;
-  cut.accept(src, false);
-  cut.decider_reached = true;
-  REQUIRE(cut.handshake_done());
+  handshake_again(cut, me, layout(1, 2));
   CHECK_FALSE(cut.come_up());  // it was never down
   CHECK_FALSE(cut.contact_lost);
   CHECK(cut.fail("no answer", false) == prefill_peer::retry::idle);
@@ -392,19 +396,11 @@ TEST_CASE("prefill peer: down, then lost contact, then up: it says it was down",
   REQUIRE(peer.same_sources(src));
   peer.lose_contact(src);
   REQUIRE(peer.phase == prefill_peer::stage::resolving);
-  peer.read(prefill_topology(2), me, layout(1, 2), {2, 1});
-  peer.in_flight = true;
-  peer.accept(src, false);
-  peer.decider_reached = true;
-  REQUIRE(peer.handshake_done());
+  handshake_again(peer, me, layout(1, 2));
   CHECK(peer.come_up());
   // Once said, up again is plain.
   peer.lose_contact(src);
-  peer.read(prefill_topology(2), me, layout(1, 2), {2, 1});
-  peer.in_flight = true;
-  peer.accept(src, false);
-  peer.decider_reached = true;
-  REQUIRE(peer.handshake_done());
+  handshake_again(peer, me, layout(1, 2));
   CHECK_FALSE(peer.come_up());
 }
 
